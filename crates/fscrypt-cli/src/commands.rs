@@ -1,0 +1,4 @@
+//! One module per subcommand: each has an `Args` struct (clap) and an
+//! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
+
+pub mod providers;

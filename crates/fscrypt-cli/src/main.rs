@@ -1,0 +1,50 @@
+//! `fscrypt-rs`: the command-line front end of fscrypt-rs.
+//!
+//! This binary only parses arguments, dispatches to one module per verb
+//! under `commands/`, and maps errors to exit codes. Format and crypto logic
+//! live in the library crates.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+
+/// Linux fscrypt in Rust: manage kernel fscrypt, verify its ciphertext,
+/// benchmark crypto providers, and mount a userspace fscrypt filesystem.
+#[derive(Parser, Debug)]
+#[command(name = "fscrypt-rs", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List every registered crypto implementation, its self-test result and
+    /// which one is selected per algorithm.
+    Providers(commands::providers::Args),
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp(None)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Providers(args) => commands::providers::exec(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            // A closed stdout (e.g. `| head`) is not a failure.
+            if let Some(io) = err.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            eprintln!("fscrypt-rs: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

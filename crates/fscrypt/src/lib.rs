@@ -1,0 +1,1 @@
+//! fscrypt (skeleton)

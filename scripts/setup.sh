@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything fscrypt-rs's build, tests and demo need on a fresh Debian
+# machine. Idempotent: safe to run again. Needs root (or sudo) for apt-get.
+set -euo pipefail
+
+need_apt=()
+command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
+command -v debugfs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
+command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
+command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "setup: installing Debian packages: ${need_apt[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# FUSE's kernel module (built in on most kernels; load it when it is a module).
+[ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
+echo "setup: done"
