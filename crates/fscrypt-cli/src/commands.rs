@@ -2,3 +2,14 @@
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
 pub mod providers;
+pub mod add_key;
+pub mod generate_key;
+pub mod get_policy;
+pub mod import_key;
+pub mod kernel;
+pub mod key_status;
+pub mod nonce;
+pub mod prepare_key;
+pub mod remove_key;
+pub mod set_policy;
+pub mod status;

@@ -24,6 +24,26 @@ enum Command {
     /// List every registered crypto implementation, its self-test result and
     /// which one is selected per algorithm.
     Providers(commands::providers::Args),
+    /// Add a master key to a filesystem's keyring and print its identifier.
+    AddKey(commands::add_key::Args),
+    /// Remove a master key from a filesystem's keyring.
+    RemoveKey(commands::remove_key::Args),
+    /// Show whether a master key is present in a filesystem's keyring.
+    KeyStatus(commands::key_status::Args),
+    /// Set an encryption policy on an empty directory.
+    SetPolicy(commands::set_policy::Args),
+    /// Show the encryption policy of a file or directory.
+    GetPolicy(commands::get_policy::Args),
+    /// Print the encryption nonce of a file or directory.
+    Nonce(commands::nonce::Args),
+    /// Import a raw key into inline-encryption hardware.
+    ImportKey(commands::import_key::Args),
+    /// Generate a hardware-wrapped key on a block device.
+    GenerateKey(commands::generate_key::Args),
+    /// Prepare a long-term wrapped key for add-key --hw-wrapped.
+    PrepareKey(commands::prepare_key::Args),
+    /// Show the encryption status of a directory or filesystem.
+    Status(commands::status::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +53,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
+        Command::AddKey(args) => commands::add_key::exec(args),
+        Command::RemoveKey(args) => commands::remove_key::exec(args),
+        Command::KeyStatus(args) => commands::key_status::exec(args),
+        Command::SetPolicy(args) => commands::set_policy::exec(args),
+        Command::GetPolicy(args) => commands::get_policy::exec(args),
+        Command::Nonce(args) => commands::nonce::exec(args),
+        Command::ImportKey(args) => commands::import_key::exec(args),
+        Command::GenerateKey(args) => commands::generate_key::exec(args),
+        Command::PrepareKey(args) => commands::prepare_key::exec(args),
+        Command::Status(args) => commands::status::exec(args),
     };
     match result {
         Ok(code) => code,

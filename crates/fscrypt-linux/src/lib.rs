@@ -6,6 +6,7 @@
 //! * [`error`] — errno → explanation, in one place.
 //! * [`keyring`], [`policy`], [`blkcrypto`] — safe wrappers using the types of
 //!   the `fscrypt` crate.
+//! * [`loopfs`] — scratch loop-device ext4 filesystems for tests and demos.
 //! * [`mountinfo`] — which block device and filesystem hold a path.
 //! * [`ext4`] — a read-only ext4 reader (superblock, inodes, extents,
 //!   directories, xattrs) used to see what the kernel stored on disk.
@@ -14,10 +15,15 @@
 //!
 //! Spec references are to `shared/spec/FSCRYPT-FORMAT.md`.
 
+pub mod blkcrypto;
 pub mod error;
 pub mod ext4;
 pub mod ioctl;
+pub mod keyring;
+pub mod loopfs;
 pub mod mountinfo;
+pub mod policy;
 pub mod uapi;
+pub mod verify;
 
 pub use error::{ErrnoContext, Error, Operation};
