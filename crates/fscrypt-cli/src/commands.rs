@@ -13,3 +13,4 @@ pub mod prepare_key;
 pub mod remove_key;
 pub mod set_policy;
 pub mod status;
+pub mod verify;

@@ -44,6 +44,8 @@ enum Command {
     PrepareKey(commands::prepare_key::Args),
     /// Show the encryption status of a directory or filesystem.
     Status(commands::status::Args),
+    /// Verify the kernel's on-disk ciphertext under a directory (ext4).
+    Verify(commands::verify::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::GenerateKey(args) => commands::generate_key::exec(args),
         Command::PrepareKey(args) => commands::prepare_key::exec(args),
         Command::Status(args) => commands::status::exec(args),
+        Command::Verify(args) => commands::verify::exec(args),
     };
     match result {
         Ok(code) => code,

@@ -15,9 +15,9 @@
 //! A kernel crypto driver that produces wrong ciphertext (while decrypting
 //! its own output consistently) is caught this way.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{DirEntryExt, FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -150,10 +150,128 @@ pub enum VerifyError {
     },
 }
 
+/// A record of plaintext digests made while a tree is known good, so that a
+/// later run can tell which file changed on disk *while unmounted* (after a
+/// remount the kernel decrypts whatever is on disk, so the re-encryption
+/// comparison alone cannot see offline corruption of ciphertext: a
+/// length-preserving cipher maps the corrupted block to a different
+/// plaintext that re-encrypts to the same corrupted block).
+///
+/// Per regular file: the first 8 bytes of SHA-256 of every plaintext data
+/// unit (zero-padded). Paths are relative to the verified directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    files: BTreeMap<PathBuf, (u32, Vec<[u8; 8]>)>,
+}
+
+/// Errors of [`Manifest::parse`].
+#[derive(Debug, thiserror::Error)]
+#[error("manifest line {line}: {what}")]
+pub struct ManifestError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub what: &'static str,
+}
+
+impl Manifest {
+    /// Number of files recorded.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Text form: one line per file, `F <hex path> <data unit size> <hex digests…>`.
+    pub fn to_text(&self) -> String {
+        use std::os::unix::ffi::OsStrExt;
+        let mut out = String::from("fscrypt-rs verify manifest v1\n");
+        for (p, (du, d)) in &self.files {
+            out.push_str("F ");
+            out.push_str(&hex(p.as_os_str().as_bytes()));
+            out.push_str(&format!(" {du}"));
+            for x in d {
+                out.push(' ');
+                out.push_str(&hex(x));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Parse [`Manifest::to_text`] output.
+    ///
+    /// # Errors
+    /// [`ManifestError`] naming the first bad line.
+    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut m = Manifest::default();
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, "fscrypt-rs verify manifest v1")) => {}
+            _ => return Err(ManifestError { line: 1, what: "not a fscrypt-rs verify manifest" }),
+        }
+        for (i, l) in lines {
+            let err = |what| ManifestError { line: i + 1, what };
+            let mut f = l.split(' ');
+            if f.next() != Some("F") {
+                return Err(err("expected `F`"));
+            }
+            let path = f.next().and_then(unhex).ok_or(err("bad path"))?;
+            let du = f.next().and_then(|x| x.parse().ok()).ok_or(err("bad data unit size"))?;
+            let mut d = Vec::new();
+            for x in f {
+                let b = unhex(x).filter(|b| b.len() == 8).ok_or(err("bad digest"))?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&b);
+                d.push(a);
+            }
+            m.files.insert(PathBuf::from(std::ffi::OsStr::from_bytes(&path)), (du, d));
+        }
+        Ok(m)
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 || !s.is_ascii() {
+        return None;
+    }
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
+fn unit_digest(unit: &[u8]) -> [u8; 8] {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(unit);
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&h[..8]);
+    a
+}
+
+/// Optional record/check of plaintext digests (see [`Manifest`]).
+#[derive(Debug, Default)]
+pub struct Options<'a> {
+    /// Record digests of every file verified into this manifest.
+    pub record: Option<&'a mut Manifest>,
+    /// Also check every file against this earlier record.
+    pub check: Option<&'a Manifest>,
+}
+
 /// Largest run of blocks compared at once (1 MiB of 4 KiB blocks).
 const CHUNK_BYTES: usize = 1 << 20;
 
 struct Verifier<'a> {
+    root: PathBuf,
+    opts: Options<'a>,
+    digests: Vec<[u8; 8]>,
     fs: Ext4,
     master: &'a MasterKey,
     dev: u64,
@@ -178,6 +296,19 @@ struct Verifier<'a> {
 pub fn verify_tree(
     dir: &Path,
     master: &MasterKey,
+    report: impl FnMut(&ObjectReport),
+) -> Result<Summary, VerifyError> {
+    verify_tree_with(dir, master, Options::default(), report)
+}
+
+/// [`verify_tree`] that also records and/or checks a [`Manifest`].
+///
+/// # Errors
+/// As [`verify_tree`].
+pub fn verify_tree_with(
+    dir: &Path,
+    master: &MasterKey,
+    opts: Options<'_>,
     mut report: impl FnMut(&ObjectReport),
 ) -> Result<Summary, VerifyError> {
     let start = Instant::now();
@@ -197,6 +328,9 @@ pub fn verify_tree(
     let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
     let sb = fs.superblock().clone();
     let mut v = Verifier {
+        root: dir.to_path_buf(),
+        opts,
+        digests: Vec::new(),
         fs,
         master,
         dev: meta.dev(),
@@ -351,6 +485,17 @@ impl Verifier<'_> {
         let nblocks = size.div_ceil(bs);
         let extents = self.fs.extents(inode).map_err(|e| e.to_string())?;
         let chunk_blocks = (CHUNK_BYTES as u64 / bs).max(1);
+        let rel = path.strip_prefix(&self.root).unwrap_or(path).to_path_buf();
+        let tracking = self.opts.record.is_some() || self.opts.check.is_some();
+        let checked = match self.opts.check {
+            Some(m) => match m.files.get(&rel) {
+                Some((d, v)) if u64::from(*d) == du => Some(v.clone()),
+                Some(_) => return Err("recorded with a different data unit size".into()),
+                None => return Err("not in the manifest".into()),
+            },
+            None => None,
+        };
+        self.digests.clear();
         // Walk logical blocks 0..nblocks as runs: mapped (written) extents
         // are compared, holes/unwritten ranges must read as zeros.
         let mut runs: Vec<(u64, u64, Option<u64>)> = Vec::new(); // (lblk, count, physical)
@@ -383,6 +528,25 @@ impl Verifier<'_> {
                 let valid = (size - off).min(len as u64) as usize;
                 read_full_at(&file, &mut self.pt[..valid], off).map_err(|e| format!("read at {off}: {e}"))?;
                 self.pt[valid..].fill(0);
+                if tracking {
+                    let first = (off / du.max(1)) as usize;
+                    for (k, unit) in self.pt[..len].chunks(du.max(1) as usize).enumerate() {
+                        let d = unit_digest(unit);
+                        if let Some(rec) = &checked {
+                            if rec.get(first + k) != Some(&d) && (first + k) as u64 * du < size {
+                                r.outcome = Outcome::Mismatch {
+                                    offset: (first + k) as u64 * du,
+                                    detail: format!(
+                                        "plaintext of data unit {} differs from the manifest (changed on disk)",
+                                        first + k
+                                    ),
+                                };
+                                return Ok(());
+                            }
+                        }
+                        self.digests.push(d);
+                    }
+                }
                 match phys {
                     None => {
                         if let Some(i) = self.pt[..valid].iter().position(|&b| b != 0) {
@@ -416,6 +580,11 @@ impl Verifier<'_> {
                 r.bytes += valid as u64;
                 done += n;
             }
+        }
+        if let Some(rec) = self.opts.record.as_deref_mut() {
+            let units = size.div_ceil(du.max(1)) as usize;
+            self.digests.truncate(units);
+            rec.files.insert(rel, (du as u32, std::mem::take(&mut self.digests)));
         }
         Ok(())
     }
