@@ -2,4 +2,5 @@
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
 pub mod crypt;
+pub mod kernel_crypto;
 pub mod providers;

@@ -27,6 +27,10 @@ enum Command {
     /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
     /// (drop-in: same options, output and exit status).
     Crypt(commands::crypt::Args),
+    /// Show which kernel Crypto API driver kernel fscrypt would get for each
+    /// of its algorithms (from /proc/crypto), flagging refused offload
+    /// drivers and slow generic fallbacks.
+    KernelCrypto(commands::kernel_crypto::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
         Command::Crypt(args) => commands::crypt::exec(args),
+        Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
     };
     match result {
         Ok(code) => code,
