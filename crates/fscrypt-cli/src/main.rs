@@ -46,6 +46,13 @@ enum Command {
     Status(commands::status::Args),
     /// Verify the kernel's on-disk ciphertext under a directory (ext4).
     Verify(commands::verify::Args),
+    /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
+    /// (drop-in: same options, output and exit status).
+    Crypt(commands::crypt::Args),
+    /// Show which kernel Crypto API driver kernel fscrypt would get for each
+    /// of its algorithms (from /proc/crypto), flagging refused offload
+    /// drivers and slow generic fallbacks.
+    KernelCrypto(commands::kernel_crypto::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +73,8 @@ fn main() -> ExitCode {
         Command::PrepareKey(args) => commands::prepare_key::exec(args),
         Command::Status(args) => commands::status::exec(args),
         Command::Verify(args) => commands::verify::exec(args),
+        Command::Crypt(args) => commands::crypt::exec(args),
+        Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
     };
     match result {
         Ok(code) => code,

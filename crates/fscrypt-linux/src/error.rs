@@ -214,7 +214,9 @@ pub enum Error {
         path: PathBuf,
     },
     /// `EDQUOT`: keyring quota exceeded.
-    #[error("{path}: {op} failed: the user's keyring quota is exhausted (EDQUOT); remove unused keys")]
+    #[error(
+        "{path}: {op} failed: the user's keyring quota is exhausted (EDQUOT); remove unused keys"
+    )]
     QuotaExceeded {
         /// The operation.
         op: Operation,
@@ -222,7 +224,9 @@ pub enum Error {
         path: PathBuf,
     },
     /// `EOVERFLOW`: an output buffer was too small.
-    #[error("{path}: {op} failed: the kernel's answer does not fit our buffer (EOVERFLOW); this kernel is newer than fscrypt-rs knows")]
+    #[error(
+        "{path}: {op} failed: the kernel's answer does not fit our buffer (EOVERFLOW); this kernel is newer than fscrypt-rs knows"
+    )]
     Overflow {
         /// The operation.
         op: Operation,
@@ -294,7 +298,11 @@ impl Error {
             Errno::NOTEMPTY => Error::DirectoryNotEmpty { path },
             Errno::NOTDIR => Error::NotADirectory { path },
             Errno::NOKEY if op == Operation::RemoveKey => Error::KeyNotPresent { path, key: key() },
-            Errno::NOKEY => Error::KeyNotAdded { op, path, key: key() },
+            Errno::NOKEY => Error::KeyNotAdded {
+                op,
+                path,
+                key: key(),
+            },
             Errno::KEYREJECTED => Error::KeyRejected { op, path },
             Errno::INVAL if op == Operation::SetPolicy => Error::PolicyRejected {
                 path,
@@ -395,12 +403,30 @@ mod tests {
         assert!(s.contains("add-key") && s.contains("00112233"), "{s}");
         let s = map(Operation::RemoveKey, Errno::NOKEY).to_string();
         assert!(s.contains("not present"), "{s}");
-        assert_eq!(map(Operation::SetPolicy, Errno::NOTEMPTY).kind(), "directory_not_empty");
-        assert_eq!(map(Operation::AddKey, Errno::KEYREJECTED).kind(), "key_rejected");
-        assert_eq!(map(Operation::AddKey, Errno::ACCESS).kind(), "permission_denied");
-        assert_eq!(map(Operation::AddKey, Errno::PERM).kind(), "permission_denied");
-        assert_eq!(map(Operation::AddHwWrappedKey, Errno::BADMSG).kind(), "bad_wrapped_key");
-        assert_eq!(map(Operation::GetPolicy, Errno::NODATA).kind(), "not_encrypted");
+        assert_eq!(
+            map(Operation::SetPolicy, Errno::NOTEMPTY).kind(),
+            "directory_not_empty"
+        );
+        assert_eq!(
+            map(Operation::AddKey, Errno::KEYREJECTED).kind(),
+            "key_rejected"
+        );
+        assert_eq!(
+            map(Operation::AddKey, Errno::ACCESS).kind(),
+            "permission_denied"
+        );
+        assert_eq!(
+            map(Operation::AddKey, Errno::PERM).kind(),
+            "permission_denied"
+        );
+        assert_eq!(
+            map(Operation::AddHwWrappedKey, Errno::BADMSG).kind(),
+            "bad_wrapped_key"
+        );
+        assert_eq!(
+            map(Operation::GetPolicy, Errno::NODATA).kind(),
+            "not_encrypted"
+        );
         assert_eq!(map(Operation::GetPolicy, Errno::IO).kind(), "other");
     }
 }

@@ -233,7 +233,9 @@ impl Ext4 {
                 source,
             })?;
         let sb = Self::parse_superblock(path, &buf)?;
-        let groups = sb.blocks_count.saturating_sub(u64::from(sb.first_data_block))
+        let groups = sb
+            .blocks_count
+            .saturating_sub(u64::from(sb.first_data_block))
             .div_ceil(u64::from(sb.blocks_per_group));
         let groups = u32::try_from(groups).map_err(|_| Ext4Error::Corrupt {
             path: path.to_path_buf(),
@@ -357,7 +359,10 @@ impl Ext4 {
     pub fn read_blocks(&self, block: u64, buf: &mut [u8]) -> Result<(), Ext4Error> {
         let bs = u64::from(self.sb.block_size);
         let count = buf.len() as u64 / bs;
-        if block.checked_add(count).is_none_or(|end| end > self.sb.blocks_count) {
+        if block
+            .checked_add(count)
+            .is_none_or(|end| end > self.sb.blocks_count)
+        {
             return Err(self.corrupt(None, format!("block {block}+{count} beyond the filesystem")));
         }
         self.read_at(block * bs, buf)
@@ -503,14 +508,13 @@ impl Ext4 {
         let nblocks = inode.size.div_ceil(bs);
         let per = bs / 4;
         let mut push = |logical: u64, physical: u64, out: &mut Vec<Extent>| {
-            if let Some(last) = out.last_mut() {
-                if last.logical + u64::from(last.len) == logical
-                    && last.physical + u64::from(last.len) == physical
-                    && last.len < u32::MAX
-                {
-                    last.len += 1;
-                    return;
-                }
+            if let Some(last) = out.last_mut()
+                && last.logical + u64::from(last.len) == logical
+                && last.physical + u64::from(last.len) == physical
+                && last.len < u32::MAX
+            {
+                last.len += 1;
+                return;
             }
             out.push(Extent {
                 logical,
@@ -602,7 +606,9 @@ impl Ext4 {
                 if e.unwritten {
                     return Ok(None);
                 }
-                return self.read_block_vec(e.physical + (lblk - e.logical)).map(Some);
+                return self
+                    .read_block_vec(e.physical + (lblk - e.logical))
+                    .map(Some);
             }
         }
         Ok(None)
@@ -614,7 +620,12 @@ impl Ext4 {
     /// # Errors
     /// [`Ext4Error::Corrupt`] for malformed xattr areas,
     /// [`Ext4Error::Unsupported`] for values stored in EA inodes.
-    pub fn xattr(&self, inode: &Inode, index: u8, name: &[u8]) -> Result<Option<Vec<u8>>, Ext4Error> {
+    pub fn xattr(
+        &self,
+        inode: &Inode,
+        index: u8,
+        name: &[u8],
+    ) -> Result<Option<Vec<u8>>, Ext4Error> {
         let isz = inode.raw.len();
         if isz > GOOD_OLD_INODE_SIZE {
             let extra = le16(&inode.raw, 0x80) as usize;
@@ -716,15 +727,25 @@ impl Ext4 {
         Ok(out)
     }
 
-    fn parse_dir_block(&self, ino: u32, b: &[u8], out: &mut Vec<DirEntry>) -> Result<(), Ext4Error> {
+    fn parse_dir_block(
+        &self,
+        ino: u32,
+        b: &[u8],
+        out: &mut Vec<DirEntry>,
+    ) -> Result<(), Ext4Error> {
         let mut off = 0usize;
         while off + 8 <= b.len() {
             let d_ino = le32(b, off);
             let rec_len = le16(b, off + 4) as usize;
-            let rec_len = if rec_len == 0 && b.len() == 65536 { 65536 } else { rec_len };
+            let rec_len = if rec_len == 0 && b.len() == 65536 {
+                65536
+            } else {
+                rec_len
+            };
             let name_len = b[off + 6] as usize;
             let file_type = b[off + 7];
-            if rec_len < 8 || rec_len % 4 != 0 || off + rec_len > b.len() || 8 + name_len > rec_len {
+            if rec_len < 8 || rec_len % 4 != 0 || off + rec_len > b.len() || 8 + name_len > rec_len
+            {
                 return Err(self.corrupt(Some(ino), format!("bad directory entry at offset {off}")));
             }
             let name = &b[off + 8..off + 8 + name_len];
@@ -796,16 +817,28 @@ mod tests {
         assert_eq!(sb.desc_size, 32);
         let mut b = sb_bytes();
         b[0x38] = 0;
-        assert!(matches!(Ext4::parse_superblock(p, &b), Err(Ext4Error::NotExt4(_))));
+        assert!(matches!(
+            Ext4::parse_superblock(p, &b),
+            Err(Ext4Error::NotExt4(_))
+        ));
         let mut b = sb_bytes();
         b[0x58] = 100;
-        assert!(matches!(Ext4::parse_superblock(p, &b), Err(Ext4Error::Corrupt { .. })));
+        assert!(matches!(
+            Ext4::parse_superblock(p, &b),
+            Err(Ext4Error::Corrupt { .. })
+        ));
         let mut b = sb_bytes();
         b[0x60] = INCOMPAT_META_BG as u8;
-        assert!(matches!(Ext4::parse_superblock(p, &b), Err(Ext4Error::Unsupported { .. })));
+        assert!(matches!(
+            Ext4::parse_superblock(p, &b),
+            Err(Ext4Error::Unsupported { .. })
+        ));
         let mut b = sb_bytes();
         b[0x18] = 40;
-        assert!(matches!(Ext4::parse_superblock(p, &b), Err(Ext4Error::Unsupported { .. })));
+        assert!(matches!(
+            Ext4::parse_superblock(p, &b),
+            Err(Ext4Error::Unsupported { .. })
+        ));
     }
 
     #[test]

@@ -135,9 +135,7 @@ pub fn remove_encryption_key(
         unsafe {
             ioctl(
                 fd,
-                Updater::<FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS, fscrypt_remove_key_arg>::new(
-                    arg,
-                ),
+                Updater::<FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS, fscrypt_remove_key_arg>::new(arg),
             )
         }
     } else {

@@ -48,9 +48,7 @@ impl fmt::Display for KeySpec {
 
 /// Error of [`KeySpec::from_str`].
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "{0:?} is not a key identifier (32 hex digits) or descriptor (16 hex digits)"
-)]
+#[error("{0:?} is not a key identifier (32 hex digits) or descriptor (16 hex digits)")]
 pub struct KeySpecParseError(pub String);
 
 impl FromStr for KeySpec {
@@ -89,7 +87,10 @@ pub(crate) fn open_for_ioctl(path: &Path) -> Result<File, Error> {
 /// [`Error::KeyLength`] outside 16..=64 (raw) or 16..=128 (hardware-wrapped).
 pub fn check_key_length(len: usize, hw_wrapped: bool) -> Result<(), Error> {
     let (max, what) = if hw_wrapped {
-        (uapi::BLK_CRYPTO_MAX_HW_WRAPPED_KEY_SIZE, "a hardware-wrapped key")
+        (
+            uapi::BLK_CRYPTO_MAX_HW_WRAPPED_KEY_SIZE,
+            "a hardware-wrapped key",
+        )
     } else {
         (uapi::FSCRYPT_MAX_KEY_SIZE, "a raw master key")
     };
@@ -234,7 +235,11 @@ impl RemovalOutcome {
 ///
 /// # Errors
 /// [`Error::KeyNotPresent`] (ENOKEY), [`Error::PermissionDenied`], …
-pub fn remove_key(mountpoint: &Path, spec: KeySpec, all_users: bool) -> Result<RemovalOutcome, Error> {
+pub fn remove_key(
+    mountpoint: &Path,
+    spec: KeySpec,
+    all_users: bool,
+) -> Result<RemovalOutcome, Error> {
     let dir = open_for_ioctl(mountpoint)?;
     let mut arg = uapi::fscrypt_remove_key_arg {
         key_spec: spec.to_uapi(),
@@ -345,7 +350,9 @@ mod tests {
         let s: KeySpec = "0011223344556677".parse().expect("descriptor");
         assert!(matches!(s, KeySpec::Descriptor(_)));
         assert_eq!(s.to_string(), "0011223344556677");
-        let s: KeySpec = "912ae510a458723a839a9fad701538ac".parse().expect("identifier");
+        let s: KeySpec = "912ae510a458723a839a9fad701538ac"
+            .parse()
+            .expect("identifier");
         assert!(matches!(s, KeySpec::Identifier(_)));
         assert_eq!(s.to_string(), "912ae510a458723a839a9fad701538ac");
         assert!("xyz".parse::<KeySpec>().is_err());

@@ -7,6 +7,7 @@
 //! * [`keyring`], [`policy`], [`blkcrypto`] — safe wrappers using the types of
 //!   the `fscrypt` crate.
 //! * [`loopfs`] — scratch loop-device ext4 filesystems for tests and demos.
+//! * [`proc_crypto`] — which kernel Crypto API driver fscrypt would get.
 //! * [`mountinfo`] — which block device and filesystem hold a path.
 //! * [`ext4`] — a read-only ext4 reader (superblock, inodes, extents,
 //!   directories, xattrs) used to see what the kernel stored on disk.
@@ -23,6 +24,7 @@ pub mod keyring;
 pub mod loopfs;
 pub mod mountinfo;
 pub mod policy;
+pub mod proc_crypto;
 pub mod uapi;
 pub mod verify;
 

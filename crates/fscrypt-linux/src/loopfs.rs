@@ -86,7 +86,11 @@ impl LoopExt4 {
     ///
     /// # Errors
     /// [`LoopError`] if any step fails (everything done so far is undone).
-    pub fn create(size_mib: u64, mkfs_args: &[&str], mount_options: &str) -> Result<LoopExt4, LoopError> {
+    pub fn create(
+        size_mib: u64,
+        mkfs_args: &[&str],
+        mount_options: &str,
+    ) -> Result<LoopExt4, LoopError> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -136,7 +140,10 @@ impl LoopExt4 {
         if self.mount_options.is_empty() {
             run("mount", &["-t", "ext4", &dev, &mnt])?;
         } else {
-            run("mount", &["-t", "ext4", "-o", &self.mount_options, &dev, &mnt])?;
+            run(
+                "mount",
+                &["-t", "ext4", "-o", &self.mount_options, &dev, &mnt],
+            )?;
         }
         self.mounted = true;
         Ok(())

@@ -31,13 +31,12 @@ impl MountInfo {
     /// numbers, else `/dev/block/MAJ:MIN`.
     pub fn device_path(&self) -> PathBuf {
         let src = Path::new(&self.source);
-        if let Ok(st) = rustix::fs::stat(src) {
-            if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::BlockDevice
-                && major(st.st_rdev) == self.major
-                && minor(st.st_rdev) == self.minor
-            {
-                return src.to_path_buf();
-            }
+        if let Ok(st) = rustix::fs::stat(src)
+            && rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::BlockDevice
+            && major(st.st_rdev) == self.major
+            && minor(st.st_rdev) == self.minor
+        {
+            return src.to_path_buf();
         }
         PathBuf::from(format!("/dev/block/{}:{}", self.major, self.minor))
     }
@@ -79,7 +78,9 @@ fn unescape(s: &str) -> String {
             && i + 3 < b.len()
             && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
         {
-            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
             out.push(v as u8);
             i += 4;
         } else {

@@ -345,8 +345,7 @@ pub const FS_IOC_GET_ENCRYPTION_PWSALT: Opcode = opcode::write::<[u8; 16]>(FS_IO
 pub const FS_IOC_GET_ENCRYPTION_POLICY: Opcode =
     opcode::write::<fscrypt_policy_v1>(FS_IOC_MAGIC, 21);
 /// `_IOWR('f', 22, __u8[9])` (size + version only).
-pub const FS_IOC_GET_ENCRYPTION_POLICY_EX: Opcode =
-    opcode::read_write::<[u8; 9]>(FS_IOC_MAGIC, 22);
+pub const FS_IOC_GET_ENCRYPTION_POLICY_EX: Opcode = opcode::read_write::<[u8; 9]>(FS_IOC_MAGIC, 22);
 /// `_IOWR('f', 23, struct fscrypt_add_key_arg)`.
 pub const FS_IOC_ADD_ENCRYPTION_KEY: Opcode =
     opcode::read_write::<fscrypt_add_key_arg>(FS_IOC_MAGIC, 23);
@@ -419,7 +418,9 @@ impl fscrypt_get_policy_ex_arg {
     /// The policy bytes the kernel wrote (`policy_size` of them, at most 24).
     pub fn policy_bytes(&self) -> ([u8; 24], usize) {
         let bytes = crate::ioctl::policy_ex_bytes(self);
-        let len = usize::try_from(self.policy_size).unwrap_or(usize::MAX).min(24);
+        let len = usize::try_from(self.policy_size)
+            .unwrap_or(usize::MAX)
+            .min(24);
         (bytes, len)
     }
 }

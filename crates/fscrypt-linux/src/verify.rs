@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey};
 
-use crate::ext4::{Ext4, Ext4Error, Extent, Inode, InodeKind, EXT4_CASEFOLD_FL};
+use crate::ext4::{EXT4_CASEFOLD_FL, Ext4, Ext4Error, Extent, Inode, InodeKind};
 use crate::mountinfo::{self, MountInfoError};
 
 /// The kind of object verified.
@@ -212,7 +212,12 @@ impl Manifest {
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, "fscrypt-rs verify manifest v1")) => {}
-            _ => return Err(ManifestError { line: 1, what: "not a fscrypt-rs verify manifest" }),
+            _ => {
+                return Err(ManifestError {
+                    line: 1,
+                    what: "not a fscrypt-rs verify manifest",
+                });
+            }
         }
         for (i, l) in lines {
             let err = |what| ManifestError { line: i + 1, what };
@@ -221,7 +226,10 @@ impl Manifest {
                 return Err(err("expected `F`"));
             }
             let path = f.next().and_then(unhex).ok_or(err("bad path"))?;
-            let du = f.next().and_then(|x| x.parse().ok()).ok_or(err("bad data unit size"))?;
+            let du = f
+                .next()
+                .and_then(|x| x.parse().ok())
+                .ok_or(err("bad data unit size"))?;
             let mut d = Vec::new();
             for x in f {
                 let b = unhex(x).filter(|b| b.len() == 8).ok_or(err("bad digest"))?;
@@ -229,7 +237,8 @@ impl Manifest {
                 a.copy_from_slice(&b);
                 d.push(a);
             }
-            m.files.insert(PathBuf::from(std::ffi::OsStr::from_bytes(&path)), (du, d));
+            m.files
+                .insert(PathBuf::from(std::ffi::OsStr::from_bytes(&path)), (du, d));
         }
         Ok(m)
     }
@@ -240,7 +249,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.is_ascii() {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return None;
     }
     (0..s.len() / 2)
@@ -443,7 +452,13 @@ impl Verifier<'_> {
         Some(r)
     }
 
-    fn judge(&mut self, path: &Path, inode: &Inode, kind: ObjectKind, r: &mut ObjectReport) -> Result<(), String> {
+    fn judge(
+        &mut self,
+        path: &Path,
+        inode: &Inode,
+        kind: ObjectKind,
+        r: &mut ObjectReport,
+    ) -> Result<(), String> {
         let ctx_bytes = self
             .fs
             .encryption_context(inode)
@@ -465,7 +480,8 @@ impl Verifier<'_> {
             fs_uuid: self.uuid,
             fs_block_size: self.block_size,
         };
-        let crypt = InodeCrypt::new(self.master, &ctx, &params).map_err(|e| format!("key setup: {e}"))?;
+        let crypt =
+            InodeCrypt::new(self.master, &ctx, &params).map_err(|e| format!("key setup: {e}"))?;
         match kind {
             ObjectKind::File => self.judge_file(path, inode, &crypt, r),
             ObjectKind::Directory => self.judge_dir(path, inode, &crypt, r),
@@ -473,14 +489,23 @@ impl Verifier<'_> {
         }
     }
 
-    fn judge_file(&mut self, path: &Path, inode: &Inode, crypt: &InodeCrypt, r: &mut ObjectReport) -> Result<(), String> {
+    fn judge_file(
+        &mut self,
+        path: &Path,
+        inode: &Inode,
+        crypt: &InodeCrypt,
+        r: &mut ObjectReport,
+    ) -> Result<(), String> {
         let bs = u64::from(self.block_size);
         let du = crypt.data_unit_size() as u64;
         let units_per_block = bs / du.max(1);
         let file = File::open(path).map_err(|e| format!("cannot open for reading: {e}"))?;
         let size = file.metadata().map_err(|e| e.to_string())?.len();
         if size != inode.size {
-            return Err(format!("size {size} differs from on-disk i_size {}", inode.size));
+            return Err(format!(
+                "size {size} differs from on-disk i_size {}",
+                inode.size
+            ));
         }
         let nblocks = size.div_ceil(bs);
         let extents = self.fs.extents(inode).map_err(|e| e.to_string())?;
@@ -526,23 +551,25 @@ impl Verifier<'_> {
                 let len = (n * bs) as usize;
                 self.pt.resize(len, 0);
                 let valid = (size - off).min(len as u64) as usize;
-                read_full_at(&file, &mut self.pt[..valid], off).map_err(|e| format!("read at {off}: {e}"))?;
+                read_full_at(&file, &mut self.pt[..valid], off)
+                    .map_err(|e| format!("read at {off}: {e}"))?;
                 self.pt[valid..].fill(0);
                 if tracking {
                     let first = (off / du.max(1)) as usize;
                     for (k, unit) in self.pt[..len].chunks(du.max(1) as usize).enumerate() {
                         let d = unit_digest(unit);
-                        if let Some(rec) = &checked {
-                            if rec.get(first + k) != Some(&d) && (first + k) as u64 * du < size {
-                                r.outcome = Outcome::Mismatch {
-                                    offset: (first + k) as u64 * du,
-                                    detail: format!(
-                                        "plaintext of data unit {} differs from the manifest (changed on disk)",
-                                        first + k
-                                    ),
-                                };
-                                return Ok(());
-                            }
+                        if let Some(rec) = &checked
+                            && rec.get(first + k) != Some(&d)
+                            && (first + k) as u64 * du < size
+                        {
+                            r.outcome = Outcome::Mismatch {
+                                offset: (first + k) as u64 * du,
+                                detail: format!(
+                                    "plaintext of data unit {} differs from the manifest (changed on disk)",
+                                    first + k
+                                ),
+                            };
+                            return Ok(());
                         }
                         self.digests.push(d);
                     }
@@ -563,7 +590,10 @@ impl Verifier<'_> {
                             .read_blocks(p + done, &mut self.ct[..len])
                             .map_err(|e| e.to_string())?;
                         crypt
-                            .encrypt_data_units((lblk + done) * units_per_block, &mut self.pt[..len])
+                            .encrypt_data_units(
+                                (lblk + done) * units_per_block,
+                                &mut self.pt[..len],
+                            )
                             .map_err(|e| format!("encrypt: {e}"))?;
                         if let Some(i) = first_diff(&self.pt[..len], &self.ct[..len]) {
                             r.outcome = Outcome::Mismatch {
@@ -584,12 +614,19 @@ impl Verifier<'_> {
         if let Some(rec) = self.opts.record.as_deref_mut() {
             let units = size.div_ceil(du.max(1)) as usize;
             self.digests.truncate(units);
-            rec.files.insert(rel, (du as u32, std::mem::take(&mut self.digests)));
+            rec.files
+                .insert(rel, (du as u32, std::mem::take(&mut self.digests)));
         }
         Ok(())
     }
 
-    fn judge_dir(&mut self, path: &Path, inode: &Inode, crypt: &InodeCrypt, r: &mut ObjectReport) -> Result<(), String> {
+    fn judge_dir(
+        &mut self,
+        path: &Path,
+        inode: &Inode,
+        crypt: &InodeCrypt,
+        r: &mut ObjectReport,
+    ) -> Result<(), String> {
         if inode.flags & EXT4_CASEFOLD_FL != 0 {
             return Err("casefolded encrypted directories are not supported by verify".into());
         }
@@ -645,7 +682,13 @@ impl Verifier<'_> {
         Ok(())
     }
 
-    fn judge_symlink(&mut self, path: &Path, inode: &Inode, crypt: &InodeCrypt, r: &mut ObjectReport) -> Result<(), String> {
+    fn judge_symlink(
+        &mut self,
+        path: &Path,
+        inode: &Inode,
+        crypt: &InodeCrypt,
+        r: &mut ObjectReport,
+    ) -> Result<(), String> {
         use std::os::unix::ffi::OsStrExt;
         let target = std::fs::read_link(path).map_err(|e| format!("cannot read link: {e}"))?;
         let expected = crypt

@@ -9,8 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use fscrypt::{
-    Context, EncryptionMode, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyFlags, PolicyV1,
-    PolicyV2,
+    Context, EncryptionMode, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyFlags,
+    PolicyV1, PolicyV2,
 };
 use fscrypt_linux::ext4::Ext4;
 use fscrypt_linux::keyring::{self, KeyPresence, KeySpec, RemovalOutcome};
@@ -66,12 +66,20 @@ fn kernel_key_identifiers_match() {
     k64.extend_from_slice(&[b'1'; 32]);
     let cases: [(&[u8], &str); 3] = [
         (&k64, "912ae510a458723a839a9fad701538ac"),
-        (b"abcdefghijklmnopqrstuvwxyz0123456", "1c2d6754b6cc7daacb599875d7faf9bb"),
+        (
+            b"abcdefghijklmnopqrstuvwxyz0123456",
+            "1c2d6754b6cc7daacb599875d7faf9bb",
+        ),
         (b"abcdefghijklmnop", "7eb80af3f24ef086726a4cea3a154ce0"),
     ];
     for (key, want) in cases {
         let id = keyring::add_key_v2(mnt, key).expect("add key");
-        assert_eq!(id.to_string(), want, "kernel identifier for a {}-byte key", key.len());
+        assert_eq!(
+            id.to_string(),
+            want,
+            "kernel identifier for a {}-byte key",
+            key.len()
+        );
         let ours = MasterKey::new(key).expect("master key").identifier();
         assert_eq!(ours, id, "fscrypt identifier equals the kernel's");
         let st = keyring::key_status(mnt, KeySpec::Identifier(id)).expect("status");
@@ -90,12 +98,18 @@ fn kernel_key_identifiers_match() {
     // 15- and 65-byte keys never reach the kernel.
     for len in [15, 65] {
         let e = keyring::add_key_v2(mnt, &vec![7u8; len]).unwrap_err();
-        assert!(matches!(e, Error::KeyLength { len: l, .. } if l == len), "{e}");
+        assert!(
+            matches!(e, Error::KeyLength { len: l, .. } if l == len),
+            "{e}"
+        );
     }
     // Hardware-wrapped keys: refused by this kernel/machine with our message.
     let e = keyring::add_hw_wrapped_key(mnt, &[9u8; 100]).unwrap_err();
     assert!(
-        matches!(e, Error::HwWrappedNotSupported { .. } | Error::InvalidArgument { .. }),
+        matches!(
+            e,
+            Error::HwWrappedNotSupported { .. } | Error::InvalidArgument { .. }
+        ),
         "{e}"
     );
     eprintln!("hw-wrapped add-key refusal: {e}");
@@ -115,7 +129,16 @@ fn kernel_policy_round_trips_and_refusals() {
     let desc = fscrypt::KeyDescriptor([1, 2, 3, 4, 5, 6, 7, 8]);
     keyring::add_key_v1(mnt, desc, &key).expect("add v1 key");
 
-    let pairs: &[(u8, u8)] = &[(1, 4), (5, 6), (9, 9), (1, 10), (7, 8), (1, 6), (5, 4), (4, 4)];
+    let pairs: &[(u8, u8)] = &[
+        (1, 4),
+        (5, 6),
+        (9, 9),
+        (1, 10),
+        (7, 8),
+        (1, 6),
+        (5, 4),
+        (4, 4),
+    ];
     let flag_sets: &[u8] = &[0, 0x04, 0x08, 0x10, 0x0C, 0x18];
     let (mut accepted, mut refused, mut n) = (0, 0, 0);
     let mut accepted_list = Vec::new();
@@ -127,7 +150,9 @@ fn kernel_policy_round_trips_and_refusals() {
                         if v1 && du != 0 {
                             continue;
                         }
-                        let flags = PolicyFlags(PolicyFlags(0).with_padding(pad).expect("pad").bits() | extra);
+                        let flags = PolicyFlags(
+                            PolicyFlags(0).with_padding(pad).expect("pad").bits() | extra,
+                        );
                         let p = if v1 {
                             Policy::V1(PolicyV1 {
                                 contents_mode: EncryptionMode(c),
@@ -154,7 +179,9 @@ fn kernel_policy_round_trips_and_refusals() {
                                 accepted += 1;
                                 accepted_list.push(policy::describe(&p));
                             }
-                            Err(Error::PolicyRejected { policy: printed, .. }) => {
+                            Err(Error::PolicyRejected {
+                                policy: printed, ..
+                            }) => {
                                 assert_eq!(printed, policy::describe(&p));
                                 refused += 1;
                             }
@@ -165,7 +192,9 @@ fn kernel_policy_round_trips_and_refusals() {
             }
         }
     }
-    eprintln!("set/get policy: {n} policies tried, {accepted} accepted and round-tripped, {refused} refused (EINVAL)");
+    eprintln!(
+        "set/get policy: {n} policies tried, {accepted} accepted and round-tripped, {refused} refused (EINVAL)"
+    );
     // What this kernel must accept and refuse.
     let must_accept = [
         "v2 AES-256-XTS/AES-256-CTS-CBC PAD_32 data unit block size",
@@ -183,11 +212,13 @@ fn kernel_policy_round_trips_and_refusals() {
         );
     }
     assert!(
-        !accepted_list.iter().any(|a| a.contains("AES-256-XTS/AES-128-CTS")
-            || a.contains("DIRECT_KEY") && !a.contains("Adiantum")
-            || a.starts_with("v1") && a.contains("IV_INO")
-            || a.contains("IV_INO_LBLK_64|IV_INO_LBLK_32")
-            || a.contains("IV_INO_LBLK_32 data unit 512")),
+        !accepted_list
+            .iter()
+            .any(|a| a.contains("AES-256-XTS/AES-128-CTS")
+                || a.contains("DIRECT_KEY") && !a.contains("Adiantum")
+                || a.starts_with("v1") && a.contains("IV_INO")
+                || a.contains("IV_INO_LBLK_64|IV_INO_LBLK_32")
+                || a.contains("IV_INO_LBLK_32 data unit 512")),
         "the kernel accepted a policy it must refuse: {accepted_list:#?}"
     );
 
@@ -211,7 +242,13 @@ fn kernel_policy_round_trips_and_refusals() {
     let e = policy::get_policy(&ne).unwrap_err();
     assert!(matches!(e, Error::NotEncrypted { .. }), "{e}");
     let e = policy::set_policy(mnt, &p1).unwrap_err();
-    assert!(matches!(e, Error::PermissionDenied { .. } | Error::DirectoryNotEmpty { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::PermissionDenied { .. } | Error::DirectoryNotEmpty { .. }
+        ),
+        "{e}"
+    );
 
     // A filesystem without the encrypt feature.
     drop(fs);
@@ -238,14 +275,23 @@ fn kernel_remove_key_with_open_file() {
     std::fs::write(d.join("f"), b"hello").expect("write");
     let open = std::fs::File::open(d.join("f")).expect("open");
     let spec = KeySpec::Identifier(id);
-    assert_eq!(keyring::remove_key(mnt, spec, false).expect("remove"), RemovalOutcome::FilesBusy);
+    assert_eq!(
+        keyring::remove_key(mnt, spec, false).expect("remove"),
+        RemovalOutcome::FilesBusy
+    );
     assert_eq!(
         keyring::key_status(mnt, spec).expect("status").presence,
         KeyPresence::IncompletelyRemoved
     );
     drop(open);
-    assert_eq!(keyring::remove_key(mnt, spec, false).expect("retry"), RemovalOutcome::Removed);
-    assert_eq!(keyring::key_status(mnt, spec).expect("status").presence, KeyPresence::Absent);
+    assert_eq!(
+        keyring::remove_key(mnt, spec, false).expect("retry"),
+        RemovalOutcome::Removed
+    );
+    assert_eq!(
+        keyring::key_status(mnt, spec).expect("status").presence,
+        KeyPresence::Absent
+    );
     // Without the key the file cannot be opened.
     assert!(std::fs::read(d.join("f")).is_err());
 }
@@ -338,7 +384,12 @@ fn build_tree(top: &Path, seed: u64, block: usize) -> Tree {
     }
 }
 
-fn policy_for(c: &Config, pad: usize, id: fscrypt::KeyIdentifier, desc: fscrypt::KeyDescriptor) -> Policy {
+fn policy_for(
+    c: &Config,
+    pad: usize,
+    id: fscrypt::KeyIdentifier,
+    desc: fscrypt::KeyDescriptor,
+) -> Policy {
     let flags = PolicyFlags(PolicyFlags(0).with_padding(pad).expect("pad").bits() | c.extra_flags);
     if c.v1 {
         Policy::V1(PolicyV1 {
@@ -380,7 +431,10 @@ fn compare_on_image(test: &str, mkfs: &[&str], block: usize, configs: &[Config])
             let top = mnt.join(format!("{}-pad{pad}", c.name));
             std::fs::create_dir(&top).expect("mkdir top");
             if let Err(e) = policy::set_policy(&top, &p) {
-                eprintln!("{test}: kernel refused {} ({e}); not compared", policy::describe(&p));
+                eprintln!(
+                    "{test}: kernel refused {} ({e}); not compared",
+                    policy::describe(&p)
+                );
                 std::fs::remove_dir(&top).expect("rmdir");
                 continue;
             }
@@ -406,7 +460,11 @@ fn compare_on_image(test: &str, mkfs: &[&str], block: usize, configs: &[Config])
             policy::describe(p),
             s.ok,
             s.file_bytes,
-            if tree.contents_supported { "" } else { " [contents cipher missing in kernel]" }
+            if tree.contents_supported {
+                ""
+            } else {
+                " [contents cipher missing in kernel]"
+            }
         );
         total += s.ok;
     }
@@ -426,8 +484,13 @@ fn compare_on_image(test: &str, mkfs: &[&str], block: usize, configs: &[Config])
         }) {
             let ino = std::fs::metadata(path).expect("stat").ino();
             let inode = disk.read_inode(ino as u32).expect("inode");
-            let ctx = Context::parse(&disk.encryption_context(&inode).expect("xattr").expect("ctx"))
-                .expect("context parses");
+            let ctx = Context::parse(
+                &disk
+                    .encryption_context(&inode)
+                    .expect("xattr")
+                    .expect("ctx"),
+            )
+            .expect("context parses");
             assert_eq!(ctx.policy(), *p, "on-disk context carries the policy");
             // 2. The kernel's nonce ioctl equals the on-disk nonce.
             assert_eq!(&policy::get_nonce(path).expect("nonce"), ctx.nonce());
@@ -464,7 +527,8 @@ fn compare_on_image(test: &str, mkfs: &[&str], block: usize, configs: &[Config])
         let names_dir = top.join("names");
         let dino = std::fs::metadata(&names_dir).expect("stat").ino();
         let dinode = disk.read_inode(dino as u32).expect("dir inode");
-        let dctx = Context::parse(&disk.encryption_context(&dinode).expect("x").expect("ctx")).expect("ctx");
+        let dctx = Context::parse(&disk.encryption_context(&dinode).expect("x").expect("ctx"))
+            .expect("ctx");
         assert_eq!(&policy::get_nonce(&names_dir).expect("nonce"), dctx.nonce());
         let dcrypt = InodeCrypt::new(
             &master,
@@ -481,15 +545,29 @@ fn compare_on_image(test: &str, mkfs: &[&str], block: usize, configs: &[Config])
             .dir_entries(&dinode)
             .expect("entries")
             .iter()
-            .map(|e| dcrypt.decrypt_filename(&e.name).expect("decrypt name").to_vec())
+            .map(|e| {
+                dcrypt
+                    .decrypt_filename(&e.name)
+                    .expect("decrypt name")
+                    .to_vec()
+            })
             .collect();
         decrypted.sort();
         let seed = tree.seed;
-        let mut expected: Vec<Vec<u8>> = (1..=255).map(|l| name_of_len(l, seed).into_bytes()).collect();
+        let mut expected: Vec<Vec<u8>> = (1..=255)
+            .map(|l| name_of_len(l, seed).into_bytes())
+            .collect();
         expected.sort();
-        assert!(decrypted == expected, "{}: decrypted on-disk names differ from the names created", names_dir.display());
+        assert!(
+            decrypted == expected,
+            "{}: decrypted on-disk names differ from the names created",
+            names_dir.display()
+        );
     }
-    eprintln!("{test}: {total} kernel comparisons ({} policies x objects)", trees.len());
+    eprintln!(
+        "{test}: {total} kernel comparisons ({} policies x objects)",
+        trees.len()
+    );
     total
 }
 
@@ -502,19 +580,89 @@ fn tree_objects(trees: &[(PathBuf, Policy, Tree)], top: &Path) -> u64 {
 }
 
 const CONFIGS_4K: &[Config] = &[
-    Config { name: "v2-xts-cts", v1: false, contents: 1, filenames: 4, extra_flags: 0, log2_du: 0 },
-    Config { name: "v2-essiv-cts128", v1: false, contents: 5, filenames: 6, extra_flags: 0, log2_du: 0 },
-    Config { name: "v2-xts-cts-lblk64", v1: false, contents: 1, filenames: 4, extra_flags: 0x08, log2_du: 0 },
-    Config { name: "v2-xts-cts-lblk32", v1: false, contents: 1, filenames: 4, extra_flags: 0x10, log2_du: 0 },
-    Config { name: "v2-xts-cts-du512", v1: false, contents: 1, filenames: 4, extra_flags: 0, log2_du: 9 },
-    Config { name: "v1-xts-cts", v1: true, contents: 1, filenames: 4, extra_flags: 0, log2_du: 0 },
-    Config { name: "v1-essiv-cts128", v1: true, contents: 5, filenames: 6, extra_flags: 0, log2_du: 0 },
+    Config {
+        name: "v2-xts-cts",
+        v1: false,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0,
+        log2_du: 0,
+    },
+    Config {
+        name: "v2-essiv-cts128",
+        v1: false,
+        contents: 5,
+        filenames: 6,
+        extra_flags: 0,
+        log2_du: 0,
+    },
+    Config {
+        name: "v2-xts-cts-lblk64",
+        v1: false,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0x08,
+        log2_du: 0,
+    },
+    Config {
+        name: "v2-xts-cts-lblk32",
+        v1: false,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0x10,
+        log2_du: 0,
+    },
+    Config {
+        name: "v2-xts-cts-du512",
+        v1: false,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0,
+        log2_du: 9,
+    },
+    Config {
+        name: "v1-xts-cts",
+        v1: true,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0,
+        log2_du: 0,
+    },
+    Config {
+        name: "v1-essiv-cts128",
+        v1: true,
+        contents: 5,
+        filenames: 6,
+        extra_flags: 0,
+        log2_du: 0,
+    },
 ];
 
 const CONFIGS_1K: &[Config] = &[
-    Config { name: "v2-xts-cts", v1: false, contents: 1, filenames: 4, extra_flags: 0, log2_du: 0 },
-    Config { name: "v2-xts-cts-lblk64", v1: false, contents: 1, filenames: 4, extra_flags: 0x08, log2_du: 0 },
-    Config { name: "v1-essiv-cts128", v1: true, contents: 5, filenames: 6, extra_flags: 0, log2_du: 0 },
+    Config {
+        name: "v2-xts-cts",
+        v1: false,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0,
+        log2_du: 0,
+    },
+    Config {
+        name: "v2-xts-cts-lblk64",
+        v1: false,
+        contents: 1,
+        filenames: 4,
+        extra_flags: 0x08,
+        log2_du: 0,
+    },
+    Config {
+        name: "v1-essiv-cts128",
+        v1: true,
+        contents: 5,
+        filenames: 6,
+        extra_flags: 0,
+        log2_du: 0,
+    },
 ];
 
 #[test]
@@ -554,7 +702,11 @@ fn physical_block(dev: &Path, path: &Path, lblk: u64) -> u64 {
 
 fn flip_byte(dev: &Path, off: u64) {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(dev).expect("open dev");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dev)
+        .expect("open dev");
     let mut b = [0u8; 1];
     f.read_exact_at(&mut b, off).expect("read");
     b[0] ^= 0x5a;
@@ -606,8 +758,16 @@ fn kernel_verify_detects_corruption() {
     //    corrupt "c" offline, remount and check against the record.
     flip_byte(fs.device(), block * 4096 + 100); // undo 1.
     let mut manifest = verify::Manifest::default();
-    let s = verify::verify_tree_with(&top, &master, verify::Options { record: Some(&mut manifest), check: None }, |_| {})
-        .expect("verify + record");
+    let s = verify::verify_tree_with(
+        &top,
+        &master,
+        verify::Options {
+            record: Some(&mut manifest),
+            check: None,
+        },
+        |_| {},
+    )
+    .expect("verify + record");
     assert!(s.all_ok(), "{s:?}");
     let victim2 = top.join("c");
     let block2 = physical_block(fs.device(), &victim2, 2);
@@ -616,12 +776,24 @@ fn kernel_verify_detects_corruption() {
     fs.mount().expect("remount");
     keyring::add_key_v2(fs.mount_point(), &raw).expect("re-add key");
     let mut mismatches = Vec::new();
-    let s = verify::verify_tree_with(&top, &master, verify::Options { record: None, check: Some(&manifest) }, |r| {
-        if let Outcome::Mismatch { offset, .. } = &r.outcome {
-            mismatches.push((r.path.clone(), *offset));
-        }
-    })
+    let s = verify::verify_tree_with(
+        &top,
+        &master,
+        verify::Options {
+            record: None,
+            check: Some(&manifest),
+        },
+        |r| {
+            if let Outcome::Mismatch { offset, .. } = &r.outcome {
+                mismatches.push((r.path.clone(), *offset));
+            }
+        },
+    )
     .expect("verify against the record");
-    assert_eq!(mismatches, vec![(victim2.clone(), 2 * 4096)], "exactly the file corrupted offline, at its data unit");
+    assert_eq!(
+        mismatches,
+        vec![(victim2.clone(), 2 * 4096)],
+        "exactly the file corrupted offline, at its data unit"
+    );
     assert_eq!((s.ok, s.mismatched, s.errors), (3, 1, 0));
 }

@@ -21,7 +21,8 @@ pub fn read_key(key_file: Option<&Path>, what: &str) -> anyhow::Result<Zeroizing
     let mut buf = Zeroizing::new(Vec::new());
     match key_file {
         Some(p) => {
-            let f = std::fs::File::open(p).with_context(|| format!("{}: cannot open", p.display()))?;
+            let f =
+                std::fs::File::open(p).with_context(|| format!("{}: cannot open", p.display()))?;
             f.take(MAX_KEY_INPUT)
                 .read_to_end(&mut buf)
                 .with_context(|| format!("{}: cannot read", p.display()))?;
@@ -150,15 +151,27 @@ pub fn policy_text(p: &Policy) -> String {
     match p {
         Policy::V1(p1) => {
             s.push_str("Encryption policy version: 1\n");
-            s.push_str(&format!("\tMaster key descriptor: {}\n", p1.master_key_descriptor));
+            s.push_str(&format!(
+                "\tMaster key descriptor: {}\n",
+                p1.master_key_descriptor
+            ));
         }
         Policy::V2(p2) => {
             s.push_str("Encryption policy version: 2\n");
-            s.push_str(&format!("\tMaster key identifier: {}\n", p2.master_key_identifier));
+            s.push_str(&format!(
+                "\tMaster key identifier: {}\n",
+                p2.master_key_identifier
+            ));
         }
     }
-    s.push_str(&format!("\tContents encryption mode: {}\n", p.contents_mode()));
-    s.push_str(&format!("\tFilenames encryption mode: {}\n", p.filenames_mode()));
+    s.push_str(&format!(
+        "\tContents encryption mode: {}\n",
+        p.contents_mode()
+    ));
+    s.push_str(&format!(
+        "\tFilenames encryption mode: {}\n",
+        p.filenames_mode()
+    ));
     let mut f = format!("PAD_{}", flags.padding());
     for (on, name) in [
         (flags.direct_key(), "DIRECT_KEY"),
@@ -170,13 +183,13 @@ pub fn policy_text(p: &Policy) -> String {
         }
     }
     s.push_str(&format!("\tFlags: {f}\n"));
-    if let Policy::V2(p2) = p {
-        if p2.log2_data_unit_size != 0 {
-            s.push_str(&format!(
-                "\tData unit size: {}\n",
-                1u64 << p2.log2_data_unit_size.min(63)
-            ));
-        }
+    if let Policy::V2(p2) = p
+        && p2.log2_data_unit_size != 0
+    {
+        s.push_str(&format!(
+            "\tData unit size: {}\n",
+            1u64 << p2.log2_data_unit_size.min(63)
+        ));
     }
     s
 }

@@ -48,7 +48,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                         "Incompletely removed (files still open)".to_string()
                     }
                 };
-                if matches!(args.key, KeySpec::Identifier(_)) && st.presence != KeyPresence::Absent {
+                if matches!(args.key, KeySpec::Identifier(_)) && st.presence != KeyPresence::Absent
+                {
                     line.push_str(&format!(
                         " (user count: {}, added by you: {})",
                         st.user_count,

@@ -112,7 +112,10 @@ pub fn build_policy(args: &Args) -> anyhow::Result<Policy> {
             bail!("--v1 needs a key descriptor (16 hex digits), not an identifier")
         }
         (false, KeySpec::Descriptor(_)) => {
-            bail!("{} is a v1 key descriptor: add --v1, or use a v2 key identifier (32 hex digits)", args.key)
+            bail!(
+                "{} is a v1 key descriptor: add --v1, or use a v2 key identifier (32 hex digits)",
+                args.key
+            )
         }
     }
 }

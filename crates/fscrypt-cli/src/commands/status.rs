@@ -45,8 +45,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         Err(_) => None,
     };
     out["encryption_supported"] = supported.into();
-    if m.fs_type == "ext4" {
-        if let Ok(fs) = ext4::Ext4::open(&m.device_path()) {
+    if m.fs_type == "ext4"
+        && let Ok(fs) = ext4::Ext4::open(&m.device_path())
+    {
+        {
             let sb = fs.superblock();
             out["ext4_encrypt"] = (sb.feature_incompat & ext4::INCOMPAT_ENCRYPT != 0).into();
             out["ext4_stable_inodes"] =
@@ -89,7 +91,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         m.fs_type,
         m.source,
         m.mount_point.display(),
-        if m.inlinecrypt() { " (inlinecrypt)" } else { "" }
+        if m.inlinecrypt() {
+            " (inlinecrypt)"
+        } else {
+            ""
+        }
     );
     match supported {
         Some(true) => println!("Encryption supported: yes"),
@@ -100,7 +106,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         None => println!("Encryption supported: unknown"),
     }
     if let Some(v) = out.get("ext4_stable_inodes") {
-        println!("ext4 stable_inodes (needed for IV_INO_LBLK_*): {}", if v == true { "yes" } else { "no" });
+        println!(
+            "ext4 stable_inodes (needed for IV_INO_LBLK_*): {}",
+            if v == true { "yes" } else { "no" }
+        );
     }
     match policy_text {
         Some((text, key)) => {

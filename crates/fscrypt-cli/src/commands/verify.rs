@@ -59,12 +59,16 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let quiet = args.quiet;
     let check = match &args.manifest {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("{}: cannot read", p.display()))?;
             Some(verify::Manifest::parse(&text).with_context(|| p.display().to_string())?)
         }
         None => None,
     };
-    let mut record = args.save_manifest.as_ref().map(|_| verify::Manifest::default());
+    let mut record = args
+        .save_manifest
+        .as_ref()
+        .map(|_| verify::Manifest::default());
     let opts = verify::Options {
         record: record.as_mut(),
         check: check.as_ref(),
