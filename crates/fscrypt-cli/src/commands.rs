@@ -2,5 +2,6 @@
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
 pub mod bench;
+pub mod crypt;
 pub mod kernel_crypto;
 pub mod providers;
