@@ -68,10 +68,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // A closed stdout (e.g. `| head`) is not a failure.
-            if let Some(io) = err.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::BrokenPipe {
-                    return ExitCode::SUCCESS;
-                }
+            if let Some(io) = err.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::BrokenPipe
+            {
+                return ExitCode::SUCCESS;
             }
             eprintln!("fscrypt-rs: {err:#}");
             ExitCode::FAILURE
