@@ -614,19 +614,27 @@ impl EncryptedFs {
     fn attr_from(&self, inode: &Arc<Inode>, st: &Stat) -> Result<FileAttr> {
         let mode = st.st_mode;
         let size = match inode.kind {
+            // A damaged header or symlink still stats (size 0), so that the
+            // object can be listed, renamed and deleted; reading it gives EIO.
             Kind::File => {
                 let mut fs = inode.file.write().map_err(|_| Error::NotFound)?;
-                self.load_file(inode, &mut fs)?;
-                fs.size
+                match self.load_file(inode, &mut fs) {
+                    Ok(()) => fs.size,
+                    Err(e) if e.is_corruption() => 0,
+                    Err(e) => return Err(e),
+                }
             }
             Kind::Symlink => match inode.symlink_size.get() {
                 Some(s) => *s,
-                None => {
-                    let t = self.symlink_target(inode)?;
-                    let s = t.len() as u64;
-                    let _ = inode.symlink_size.set(s);
-                    s
-                }
+                None => match self.symlink_target(inode) {
+                    Ok(t) => {
+                        let s = t.len() as u64;
+                        let _ = inode.symlink_size.set(s);
+                        s
+                    }
+                    Err(e) if e.is_corruption() => 0,
+                    Err(e) => return Err(e),
+                },
             },
             _ => st.st_size as u64,
         };
