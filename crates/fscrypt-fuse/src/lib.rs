@@ -130,47 +130,26 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
 /// [`Error::Mount`] when FUSE is unavailable or the mountpoint is bad,
 /// [`Error::Corrupt`]/[`Error::Io`] when the backing directory cannot be used.
 pub fn mount(config: MountConfig, mountpoint: &Path) -> Result<()> {
-    use nix::sys::signal::{SigSet, Signal};
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let (adapter, fc) = prepare(config, mountpoint)?;
-    // Block the signals in this thread before fuser starts its threads, so
-    // they are delivered only to the waiter below.
-    let mut set = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR2] {
-        set.add(s);
-    }
-    let old = set
-        .thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
-        .map_err(|e| Error::Io(e.into()))?;
-    let result = (|| {
-        let mut session = fuser::Session::new(adapter, mountpoint, &fc)?;
-        let mut unmounter = session.unmount_callable();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let waiter = std::thread::spawn(move || {
-            let _ = tx.send(nix::sys::pthread::pthread_self());
-            loop {
-                match set.wait() {
-                    Ok(Signal::SIGUSR2) => return,
-                    Ok(sig) => {
-                        log::info!("fscrypt-fuse: {sig}: unmounting");
-                        if let Err(e) = unmounter.unmount() {
-                            log::error!("fscrypt-fuse: unmount failed: {e}");
-                        }
-                        return;
-                    }
-                    Err(_) => continue,
-                }
+    let mut session = fuser::Session::new(adapter, mountpoint, &fc).map_err(Error::Io)?;
+    let mut unmounter = session.unmount_callable();
+    // Handlers are process-wide (whatever thread the signal lands on); the
+    // waiter thread unmounts, which ends `run`.
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    let handle = signals.handle();
+    let waiter = std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            log::info!("fscrypt-fuse: signal {sig}: unmounting");
+            if let Err(e) = unmounter.unmount() {
+                log::error!("fscrypt-fuse: unmount failed: {e}");
             }
-        });
-        let waiter_id = rx.recv().ok();
-        let r = session.run();
-        if let Some(id) = waiter_id {
-            let _ = nix::sys::pthread::pthread_kill(id, Signal::SIGUSR2);
         }
-        let _ = waiter.join();
-        r
-    })();
-    let _ = old.thread_set_mask();
-    result.map_err(Error::Io)
+    });
+    let r = session.run();
+    handle.close();
+    let _ = waiter.join();
+    r.map_err(Error::Io)
 }
 
 /// A mount served by a background thread; dropping it unmounts.

@@ -75,6 +75,19 @@ pub fn policy() -> PolicyV2 {
     PolicyV2::new_default(id)
 }
 
+/// The mount configuration the tests use.
+pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountConfig {
+    MountConfig {
+        backing_dir: backing.to_path_buf(),
+        policy,
+        master_key: if unlocked { Some(master()) } else { None },
+        read_only: false,
+        allow_other: true,
+        default_permissions: true,
+        fs_name: "fscrypt-test".into(),
+    }
+}
+
 /// A vault: backing dir (with root context), mountpoint, maybe a live mount.
 pub struct Vault {
     pub mount: Option<BackgroundMount>,
@@ -104,15 +117,7 @@ impl Vault {
     }
 
     pub fn config(&self, unlocked: bool) -> MountConfig {
-        MountConfig {
-            backing_dir: self.backing.path().to_path_buf(),
-            policy: self.policy,
-            master_key: if unlocked { Some(master()) } else { None },
-            read_only: false,
-            allow_other: true,
-            default_permissions: true,
-            fs_name: "fscrypt-test".into(),
-        }
+        mount_config(self.backing.path(), self.policy, unlocked)
     }
 
     /// (Re)mounts, with the key or locked.
