@@ -24,6 +24,10 @@ enum Command {
     /// List every registered crypto implementation, its self-test result and
     /// which one is selected per algorithm.
     Providers(commands::providers::Args),
+    /// Show which kernel Crypto API driver kernel fscrypt would get for each
+    /// of its algorithms (from /proc/crypto), flagging refused offload
+    /// drivers and slow generic fallbacks.
+    KernelCrypto(commands::kernel_crypto::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
+        Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
     };
     match result {
         Ok(code) => code,
