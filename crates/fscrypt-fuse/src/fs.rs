@@ -28,7 +28,7 @@ use crate::handles::{DirEntry, FileHandle, Handle, HandleTable};
 use crate::inodes::{FileState, Inode, InodeNo, InodeTable, Kind, Link, ROOT};
 use crate::layout::{
     self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_SIZE, HEADER_USED, Header,
-    HeaderKind, NAME_MAX, SYMLINK_MAX_CIPHERTEXT, TMP_PREFIX,
+    HeaderKind, NAME_MAX, SYMLINK_MAX_BLOB, TMP_PREFIX,
 };
 
 /// Who is calling (from the FUSE request): owner of created entries.
@@ -293,14 +293,14 @@ impl EncryptedFs {
 
     /// Logs corruption of `inode` (with its backing path) and passes the error on.
     fn note<T>(&self, inode: &Inode, what: Option<&str>, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if e.is_corruption() {
-                let mut p = self.backing_path(inode);
-                if let Some(w) = what {
-                    p.push(w);
-                }
-                log::error!("fscrypt-fuse: corrupt backing object {}: {e}", p.display());
+        if let Err(e) = &r
+            && e.is_corruption()
+        {
+            let mut p = self.backing_path(inode);
+            if let Some(w) = what {
+                p.push(w);
             }
+            log::error!("fscrypt-fuse: corrupt backing object {}: {e}", p.display());
         }
         r
     }
@@ -385,10 +385,10 @@ impl EncryptedFs {
         while let Some(ent) = d.read() {
             let ent = ent.map_err(sys)?;
             let ename = ent.file_name().to_bytes();
-            if let Some(ct) = self.entry_ciphertext(dir, ename)? {
-                if nk.matches(&ct) {
-                    return Ok(BackingName::from_ciphertext(&ct));
-                }
+            if let Some(ct) = self.entry_ciphertext(dir, ename)?
+                && nk.matches(&ct)
+            {
+                return Ok(BackingName::from_ciphertext(&ct));
             }
         }
         Err(Error::NotFound)
@@ -401,11 +401,7 @@ impl EncryptedFs {
             EntryName::Internal => Ok(None),
             EntryName::Invalid => {
                 let what = String::from_utf8_lossy(ename).into_owned();
-                let _ = self.note::<()>(
-                    dir,
-                    Some(&what),
-                    Err(Error::Corrupt(Corruption::BadName)),
-                );
+                let _ = self.note::<()>(dir, Some(&what), Err(Error::Corrupt(Corruption::BadName)));
                 Ok(None)
             }
             EntryName::Long => {
@@ -472,10 +468,10 @@ impl EncryptedFs {
     }
 
     fn remove_side_file(&self, dir: &Inode, bname: &BackingName) {
-        if bname.long {
-            if let Ok(fd) = self.dir_fd(dir) {
-                let _ = rustix::fs::unlinkat(fd, bname.side_file().as_str(), AtFlags::empty());
-            }
+        if bname.long
+            && let Ok(fd) = self.dir_fd(dir)
+        {
+            let _ = rustix::fs::unlinkat(fd, bname.side_file().as_str(), AtFlags::empty());
         }
     }
 
@@ -483,12 +479,11 @@ impl EncryptedFs {
         if inode.kind == Kind::Dir {
             return Ok(Loc::DirFd(inode.clone()));
         }
-        if inode.kind == Kind::File {
-            if let Ok(st) = inode.file.read() {
-                if let Some(fd) = &st.fd {
-                    return Ok(Loc::Fd(fd.clone()));
-                }
-            }
+        if inode.kind == Kind::File
+            && let Ok(st) = inode.file.read()
+            && let Some(fd) = &st.fd
+        {
+            return Ok(Loc::Fd(fd.clone()));
         }
         inode.first_link().map(Loc::At).ok_or(Error::NotFound)
     }
@@ -509,8 +504,13 @@ impl EncryptedFs {
     fn open_link(&self, l: &Link, write: bool) -> Result<File> {
         let mut flags = OFlags::CLOEXEC | OFlags::NOFOLLOW;
         flags |= if write { OFlags::RDWR } else { OFlags::RDONLY };
-        let fd = rustix::fs::openat(self.dir_fd(&l.parent)?, l.name.name.as_str(), flags, Mode::empty())
-            .map_err(sys)?;
+        let fd = rustix::fs::openat(
+            self.dir_fd(&l.parent)?,
+            l.name.name.as_str(),
+            flags,
+            Mode::empty(),
+        )
+        .map_err(sys)?;
         Ok(File::from(fd))
     }
 
@@ -537,7 +537,7 @@ impl EncryptedFs {
             }
             let h = Header::parse(&b, HeaderKind::File)?;
             self.keys.check_context(&h.context)?;
-            if len < HEADER_SIZE || (len - HEADER_SIZE) % self.du != 0 {
+            if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
                 return Err(Error::Corrupt(Corruption::BadLength));
             }
             Ok(h)
@@ -565,12 +565,9 @@ impl EncryptedFs {
 
     fn symlink_parts(&self, inode: &Arc<Inode>) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
         let l = inode.first_link().ok_or(Error::NotFound)?;
-        let target = rustix::fs::readlinkat(
-            self.dir_fd(&l.parent)?,
-            l.name.name.as_str(),
-            Vec::new(),
-        )
-        .map_err(sys)?;
+        let target =
+            rustix::fs::readlinkat(self.dir_fd(&l.parent)?, l.name.name.as_str(), Vec::new())
+                .map_err(sys)?;
         let r = layout::decode_symlink(target.as_bytes()).and_then(|(ctx, blob)| {
             self.keys.check_context(&ctx)?;
             Ok((ctx, blob))
@@ -599,7 +596,8 @@ impl EncryptedFs {
                 let c = self.note(
                     inode,
                     None,
-                    self.keys.node_crypt(&ctx, NodeKind::Symlink, inode.backing_ino),
+                    self.keys
+                        .node_crypt(&ctx, NodeKind::Symlink, inode.backing_ino),
                 )?;
                 let _ = inode.crypt.set(c.clone());
                 c
@@ -659,27 +657,34 @@ impl EncryptedFs {
 
     /// Looks up the backing entry `bname` in `parent` and registers one kernel
     /// lookup of it.
-    fn lookup_backing(&self, parent: &Arc<Inode>, bname: &BackingName) -> Result<(Arc<Inode>, Stat)> {
+    fn lookup_backing(
+        &self,
+        parent: &Arc<Inode>,
+        bname: &BackingName,
+    ) -> Result<(Arc<Inode>, Stat)> {
         let pfd = self.dir_fd(parent)?;
-        let st = rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
+        let st =
+            rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
         let kind = kind_of(st.st_mode);
         let ino = self.inodes.fuse_ino(st.st_ino);
-        let inode = self.inodes.lookup_or_insert(ino, kind, || -> Result<Inode> {
-            let dir_fd = if kind == Kind::Dir {
-                Some(
-                    rustix::fs::openat(
-                        pfd,
-                        bname.name.as_str(),
-                        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::empty(),
+        let inode = self
+            .inodes
+            .lookup_or_insert(ino, kind, || -> Result<Inode> {
+                let dir_fd = if kind == Kind::Dir {
+                    Some(
+                        rustix::fs::openat(
+                            pfd,
+                            bname.name.as_str(),
+                            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        )
+                        .map_err(sys)?,
                     )
-                    .map_err(sys)?,
-                )
-            } else {
-                None
-            };
-            Ok(Inode::new(ino, st.st_ino, kind, dir_fd, None))
-        })?;
+                } else {
+                    None
+                };
+                Ok(Inode::new(ino, st.st_ino, kind, dir_fd, None))
+            })?;
         inode.add_link(parent, bname);
         Ok((inode, st))
     }
@@ -881,7 +886,11 @@ impl EncryptedFs {
     // -----------------------------------------------------------------------
     // creating entries
 
-    fn finish_create(&self, parent: &Arc<Inode>, bname: &BackingName) -> Result<(Arc<Inode>, FileAttr)> {
+    fn finish_create(
+        &self,
+        parent: &Arc<Inode>,
+        bname: &BackingName,
+    ) -> Result<(Arc<Inode>, FileAttr)> {
         let (inode, st) = self.lookup_backing(parent, bname)?;
         let attr = self.attr_from(&inode, &st)?;
         Ok((inode, attr))
@@ -892,7 +901,14 @@ impl EncryptedFs {
     ///
     /// # Errors
     /// `ENOKEY`, `EEXIST`, `EROFS`, `ENAMETOOLONG`, backing errors.
-    pub fn mknod(&self, parent: InodeNo, name: &OsStr, mode: u32, rdev: u32, caller: Caller) -> Result<FileAttr> {
+    pub fn mknod(
+        &self,
+        parent: InodeNo,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        caller: Caller,
+    ) -> Result<FileAttr> {
         if mode & libc::S_IFMT == libc::S_IFREG || mode & libc::S_IFMT == 0 {
             let (attr, fh) = self.create(parent, name, mode, libc::O_WRONLY, caller)?;
             self.release(fh)?;
@@ -904,8 +920,14 @@ impl EncryptedFs {
         let bname = self.name_for_create(&p, name)?;
         let pfd = self.dir_fd(&p)?;
         let ftype = rustix::fs::FileType::from_raw_mode(mode);
-        let r = rustix::fs::mknodat(pfd, bname.name.as_str(), ftype, Mode::from_raw_mode(0o600), rdev as u64)
-            .map_err(sys);
+        let r = rustix::fs::mknodat(
+            pfd,
+            bname.name.as_str(),
+            ftype,
+            Mode::from_raw_mode(0o600),
+            rdev as u64,
+        )
+        .map_err(sys);
         if let Err(e) = r {
             if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
                 self.remove_side_file(&p, &bname);
@@ -921,8 +943,13 @@ impl EncryptedFs {
             AtFlags::SYMLINK_NOFOLLOW,
         )
         .map_err(sys)?;
-        rustix::fs::chmodat(pfd, bname.name.as_str(), Mode::from_raw_mode(mode & 0o7777), AtFlags::empty())
-            .map_err(sys)?;
+        rustix::fs::chmodat(
+            pfd,
+            bname.name.as_str(),
+            Mode::from_raw_mode(mode & 0o7777),
+            AtFlags::empty(),
+        )
+        .map_err(sys)?;
         Ok(self.finish_create(&p, &bname)?.1)
     }
 
@@ -931,7 +958,13 @@ impl EncryptedFs {
     ///
     /// # Errors
     /// `ENOKEY`, `EEXIST`, `EROFS`, `ENAMETOOLONG`, backing errors.
-    pub fn mkdir(&self, parent: InodeNo, name: &OsStr, mode: u32, caller: Caller) -> Result<FileAttr> {
+    pub fn mkdir(
+        &self,
+        parent: InodeNo,
+        name: &OsStr,
+        mode: u32,
+        caller: Caller,
+    ) -> Result<FileAttr> {
         self.writable()?;
         self.need_key()?;
         let p = self.inode(parent)?;
@@ -979,8 +1012,14 @@ impl EncryptedFs {
             let (gid, setgid) = self.new_gid(&p, caller)?;
             let mode = if setgid { mode | libc::S_ISGID } else { mode };
             self.set_owner_mode(dfd.as_fd(), caller, gid, mode, None)?;
-            rustix::fs::renameat_with(pfd, tmp_name.as_str(), pfd, bname.name.as_str(), RenameFlags::NOREPLACE)
-                .map_err(sys)?;
+            rustix::fs::renameat_with(
+                pfd,
+                tmp_name.as_str(),
+                pfd,
+                bname.name.as_str(),
+                RenameFlags::NOREPLACE,
+            )
+            .map_err(sys)?;
             Ok(())
         })();
         if let Err(e) = r {
@@ -1006,7 +1045,13 @@ impl EncryptedFs {
     ///
     /// # Errors
     /// `ENOKEY`, `EEXIST`, `ENAMETOOLONG` (target too long to store), backing errors.
-    pub fn symlink(&self, parent: InodeNo, name: &OsStr, target: &[u8], caller: Caller) -> Result<FileAttr> {
+    pub fn symlink(
+        &self,
+        parent: InodeNo,
+        name: &OsStr,
+        target: &[u8],
+        caller: Caller,
+    ) -> Result<FileAttr> {
         self.writable()?;
         self.need_key()?;
         let p = self.inode(parent)?;
@@ -1017,7 +1062,7 @@ impl EncryptedFs {
         let ctx = self.keys.new_context()?;
         let crypt = self.keys.node_crypt(&ctx, NodeKind::Symlink, 0)?;
         let blob = crypt
-            .encrypt_symlink(target, SYMLINK_MAX_CIPHERTEXT)
+            .encrypt_symlink(target, SYMLINK_MAX_BLOB)
             .map_err(|_| Error::NameTooLong)?;
         let encoded = layout::encode_symlink(&ctx, &blob);
         if encoded.len() > layout::BACKING_SYMLINK_MAX {
@@ -1164,7 +1209,8 @@ impl EncryptedFs {
         let p = self.inode(parent)?;
         let bname = self.resolve_name(&p, name)?;
         let pfd = self.dir_fd(&p)?;
-        let st = rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
+        let st =
+            rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
         if kind_of(st.st_mode) == Kind::Dir {
             return Err(Error::WrongType(WrongType::IsDir));
         }
@@ -1271,18 +1317,19 @@ impl EncryptedFs {
         if flags & !(libc::RENAME_EXCHANGE | libc::RENAME_NOREPLACE) != 0 {
             return Err(Error::InvalidArgument);
         }
-        let src = rustix::fs::statat(pfd, ob.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
+        let src =
+            rustix::fs::statat(pfd, ob.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
         let nb = self.name_for_create(&np, newname)?;
         let dst = match rustix::fs::statat(npfd, nb.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(s) => Some(s),
             Err(rustix::io::Errno::NOENT) => None,
             Err(e) => return Err(sys(e)),
         };
-        if let Some(d) = &dst {
-            if d.st_ino == src.st_ino {
-                // Same inode (hard links or same name): POSIX says do nothing.
-                return Ok(());
-            }
+        if let Some(d) = &dst
+            && d.st_ino == src.st_ino
+        {
+            // Same inode (hard links or same name): POSIX says do nothing.
+            return Ok(());
         }
         let mut rflags = RenameFlags::empty();
         if exchange {
@@ -1294,34 +1341,43 @@ impl EncryptedFs {
         // Replacing an empty directory: the backing one still holds our
         // metadata file; remove it first and restore it if the rename fails.
         let mut restore: Option<(OwnedFd, Vec<u8>)> = None;
-        if let Some(d) = &dst {
-            if !exchange && !noreplace && kind_of(d.st_mode) == Kind::Dir && kind_of(src.st_mode) == Kind::Dir {
-                let dfd = rustix::fs::openat(
-                    npfd,
-                    nb.name.as_str(),
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(sys)?;
-                if self.has_user_entries(dfd.as_fd())? {
-                    return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
-                }
-                let meta = std::fs::read(format!("/proc/self/fd/{}/{}", dfd.as_raw_fd(), DIR_META_NAME))
-                    .unwrap_or_default();
-                self.clear_internal(dfd.as_fd())?;
-                restore = Some((dfd, meta));
+        if let Some(d) = &dst
+            && !exchange
+            && !noreplace
+            && kind_of(d.st_mode) == Kind::Dir
+            && kind_of(src.st_mode) == Kind::Dir
+        {
+            let dfd = rustix::fs::openat(
+                npfd,
+                nb.name.as_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(sys)?;
+            if self.has_user_entries(dfd.as_fd())? {
+                return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
             }
+            let meta = std::fs::read(format!(
+                "/proc/self/fd/{}/{}",
+                dfd.as_raw_fd(),
+                DIR_META_NAME
+            ))
+            .unwrap_or_default();
+            self.clear_internal(dfd.as_fd())?;
+            restore = Some((dfd, meta));
         }
-        if let Err(e) = rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags) {
-            if let Some((dfd, meta)) = restore {
-                if let Ok(m) = rustix::fs::openat(
+        if let Err(e) =
+            rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
+        {
+            if let Some((dfd, meta)) = restore
+                && let Ok(m) = rustix::fs::openat(
                     &dfd,
                     DIR_META_NAME,
                     OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
                     Mode::from_raw_mode(0o600),
-                ) {
-                    let _ = File::from(m).write_all_at(&meta, 0);
-                }
+                )
+            {
+                let _ = File::from(m).write_all_at(&meta, 0);
             }
             if dst.is_none() {
                 self.remove_side_file(&np, &nb);
@@ -1335,12 +1391,12 @@ impl EncryptedFs {
             i.remove_link(p.ino, &ob);
             i.add_link(&np, &nb);
         }
-        if let Some(d) = &dst {
-            if let Some(i) = self.inodes.get(self.inodes.fuse_ino(d.st_ino)) {
-                i.remove_link(np.ino, &nb);
-                if exchange {
-                    i.add_link(&p, &ob);
-                }
+        if let Some(d) = &dst
+            && let Some(i) = self.inodes.get(self.inodes.fuse_ino(d.st_ino))
+        {
+            i.remove_link(np.ino, &nb);
+            if exchange {
+                i.add_link(&p, &ob);
             }
         }
         Ok(())
@@ -1401,7 +1457,11 @@ impl EncryptedFs {
 
     fn file_handle(&self, fh: FileHandle) -> Result<(Arc<Inode>, bool, bool)> {
         match self.handles.get(fh).as_deref() {
-            Some(Handle::File { inode, append, write }) => Ok((inode.clone(), *append, *write)),
+            Some(Handle::File {
+                inode,
+                append,
+                write,
+            }) => Ok((inode.clone(), *append, *write)),
             Some(Handle::Dir { .. }) => Err(Error::WrongType(WrongType::IsDir)),
             None => Err(Error::Sys(rustix::io::Errno::BADF)),
         }
@@ -1409,7 +1469,14 @@ impl EncryptedFs {
 
     /// Reads one data unit `idx` into `dst` (zeros for a hole), masking bytes
     /// at or past `size` (stale tails after a crash never become visible).
-    fn read_unit(&self, f: &File, crypt: &NodeCrypt, idx: u64, dst: &mut [u8], size: u64) -> Result<bool> {
+    fn read_unit(
+        &self,
+        f: &File,
+        crypt: &NodeCrypt,
+        idx: u64,
+        dst: &mut [u8],
+        size: u64,
+    ) -> Result<bool> {
         pread_full(f, dst, layout::unit_offset(idx, self.du))?;
         if is_zero(dst) {
             return Ok(false);
@@ -1429,7 +1496,13 @@ impl EncryptedFs {
     ///
     /// # Errors
     /// `EBADF` for a bad handle, backing errors, `EIO` if decryption fails.
-    pub fn read(&self, fh: FileHandle, offset: u64, size: u32, buf: &mut Vec<u8>) -> Result<std::ops::Range<usize>> {
+    pub fn read(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        buf: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>> {
         let (inode, _, _) = self.file_handle(fh)?;
         let st = inode.file.read().map_err(|_| Error::NotFound)?;
         let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
@@ -1484,7 +1557,7 @@ impl EncryptedFs {
     /// called before the size grows past that unit.
     fn zero_eof_tail(&self, f: &File, crypt: &NodeCrypt, size: u64) -> Result<()> {
         let du = self.du;
-        if size % du == 0 {
+        if size.is_multiple_of(du) {
             return Ok(());
         }
         let idx = size / du;
@@ -1596,7 +1669,7 @@ impl EncryptedFs {
         let du = self.du;
         let old = st.size;
         if size < old {
-            if size % du != 0 {
+            if !size.is_multiple_of(du) {
                 let idx = size / du;
                 let mut unit = vec![0u8; du as usize];
                 if self.read_unit(&f, &crypt, idx, &mut unit, size)? {
@@ -1632,7 +1705,9 @@ impl EncryptedFs {
         self.writable()?;
         match mode {
             0 => {
-                let end = offset.checked_add(length).ok_or(Error::Sys(rustix::io::Errno::FBIG))?;
+                let end = offset
+                    .checked_add(length)
+                    .ok_or(Error::Sys(rustix::io::Errno::FBIG))?;
                 let cur = inode.file.read().map_err(|_| Error::NotFound)?.size;
                 if end > cur {
                     self.truncate(&inode, end)?;
@@ -1730,10 +1805,16 @@ impl EncryptedFs {
             };
             let name = match &crypt {
                 Some(c) => match c.decrypt_filename(&ct) {
-                    Ok(p) => OsString::from_vec(p.to_vec()),
-                    Err(_) => {
+                    Ok(p) if !p.is_empty() && !p.contains(&b'/') && &*p != b"." && &*p != b".." => {
+                        OsString::from_vec(p.to_vec())
+                    }
+                    _ => {
                         let what = String::from_utf8_lossy(ename).into_owned();
-                        let _ = self.note::<()>(dir, Some(&what), Err(Error::Corrupt(Corruption::BadName)));
+                        let _ = self.note::<()>(
+                            dir,
+                            Some(&what),
+                            Err(Error::Corrupt(Corruption::BadName)),
+                        );
                         continue;
                     }
                 },
@@ -1765,7 +1846,10 @@ impl EncryptedFs {
         offset: u64,
         mut add: impl FnMut(u64, u64, Kind, &OsStr) -> bool,
     ) -> Result<()> {
-        let h = self.handles.get(fh).ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let h = self
+            .handles
+            .get(fh)
+            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
         let Handle::Dir { inode, entries } = &*h else {
             return Err(Error::WrongType(WrongType::NotDir));
         };

@@ -123,7 +123,13 @@ impl fuser::Filesystem for FuseAdapter {
         self.fs.forget(ino(i), nlookup);
     }
 
-    fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<fuser::FileHandle>, reply: ReplyAttr) {
+    fn getattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: Option<fuser::FileHandle>,
+        reply: ReplyAttr,
+    ) {
         match self.fs.getattr(ino(i)) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(errno(&e)),
@@ -179,10 +185,21 @@ impl fuser::Filesystem for FuseAdapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        entry(reply, self.fs.mknod(ino(parent), name, mode, rdev, caller(req)));
+        entry(
+            reply,
+            self.fs.mknod(ino(parent), name, mode, rdev, caller(req)),
+        );
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         entry(reply, self.fs.mkdir(ino(parent), name, mode, caller(req)));
     }
 
@@ -194,11 +211,22 @@ impl fuser::Filesystem for FuseAdapter {
         empty(reply, self.fs.rmdir(ino(parent), name));
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         entry(
             reply,
-            self.fs
-                .symlink(ino(parent), link_name, target.as_os_str().as_bytes(), caller(req)),
+            self.fs.symlink(
+                ino(parent),
+                link_name,
+                target.as_os_str().as_bytes(),
+                caller(req),
+            ),
         );
     }
 
@@ -219,7 +247,14 @@ impl fuser::Filesystem for FuseAdapter {
         );
     }
 
-    fn link(&self, _req: &Request, i: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         entry(reply, self.fs.link(ino(i), ino(newparent), newname));
     }
 
@@ -268,7 +303,14 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    fn flush(&self, _req: &Request, _i: INodeNo, _fh: fuser::FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _fh: fuser::FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
@@ -285,7 +327,14 @@ impl fuser::Filesystem for FuseAdapter {
         empty(reply, self.fs.release(fh(h)));
     }
 
-    fn fsync(&self, _req: &Request, _i: INodeNo, h: fuser::FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         empty(reply, self.fs.fsync(fh(h), datasync));
     }
 
@@ -296,7 +345,14 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    fn readdir(&self, _req: &Request, _i: INodeNo, h: fuser::FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let r = self.fs.readdir(fh(h), offset, |ino, off, kind, name| {
             reply.add(INodeNo(ino), off, ftype(kind), name)
         });
@@ -306,17 +362,33 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    fn releasedir(&self, _req: &Request, _i: INodeNo, h: fuser::FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         empty(reply, self.fs.releasedir(fh(h)));
     }
 
-    fn fsyncdir(&self, _req: &Request, i: INodeNo, _fh: fuser::FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: fuser::FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         empty(reply, self.fs.fsyncdir(ino(i)));
     }
 
     fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
         match self.fs.statfs() {
-            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize),
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -362,7 +434,13 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyCreate,
     ) {
         match self.fs.create(ino(parent), name, mode, flags, caller(req)) {
-            Ok((a, h)) => reply.created(&TTL, &a, Generation(0), fuser::FileHandle(h.0), FopenFlags::empty()),
+            Ok((a, h)) => reply.created(
+                &TTL,
+                &a,
+                Generation(0),
+                fuser::FileHandle(h.0),
+                FopenFlags::empty(),
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -146,16 +146,15 @@ impl Inode {
 
     /// Adds a link unless already known.
     pub fn add_link(&self, parent: &Arc<Inode>, name: &BackingName) {
-        if let Ok(mut l) = self.links.lock() {
-            if !l
+        if let Ok(mut l) = self.links.lock()
+            && !l
                 .iter()
                 .any(|k| k.parent.ino == parent.ino && k.name == *name)
-            {
-                l.push(Link {
-                    parent: parent.clone(),
-                    name: name.clone(),
-                });
-            }
+        {
+            l.push(Link {
+                parent: parent.clone(),
+                name: name.clone(),
+            });
         }
     }
 
@@ -223,13 +222,12 @@ impl InodeTable {
         kind: Kind,
         make: impl FnOnce() -> Result<Inode, E>,
     ) -> Result<Arc<Inode>, E> {
-        if let Some(existing) = self.get(ino) {
-            if existing.kind == kind
-                && (ino == ROOT || !existing.unlinked() || existing.is_open())
-            {
-                existing.nlookup.fetch_add(1, Ordering::Relaxed);
-                return Ok(existing);
-            }
+        if let Some(existing) = self.get(ino)
+            && existing.kind == kind
+            && (ino == ROOT || !existing.unlinked() || existing.is_open())
+        {
+            existing.nlookup.fetch_add(1, Ordering::Relaxed);
+            return Ok(existing);
         }
         let fresh = Arc::new(make()?);
         let mut map = match self.map.write() {

@@ -331,10 +331,11 @@ pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Error> {
 // Symlinks: a backing symlink whose target is base64url(context ‖ blob), where
 // blob is the kernel's `fscrypt_symlink_data` (spec §7.4) including its NUL.
 
-/// Largest ciphertext length `L` of a symlink blob so that the encoded backing
-/// target fits [`BACKING_SYMLINK_MAX`]: `b64_len(40 + 2 + L + 1) ≤ 4095`
-/// → `43 + L ≤ 3071` → `L ≤ 3028`.
-pub const SYMLINK_MAX_CIPHERTEXT: usize = 3028;
+/// Largest `fscrypt_symlink_data` blob (2 + L + 1 bytes) so that the encoded
+/// backing target fits [`BACKING_SYMLINK_MAX`]: `b64_len(40 + blob) ≤ 4095`
+/// → `40 + blob ≤ 3071` → `blob ≤ 3031`, i.e. ciphertext `L ≤ 3028` (the
+/// kernel on ext4 with 4 KiB blocks allows `L ≤ 4093`).
+pub const SYMLINK_MAX_BLOB: usize = 3031;
 
 /// Encodes a symlink's context and blob into a backing target.
 pub fn encode_symlink(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> String {
@@ -360,6 +361,11 @@ pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Er
     let mut ctx = [0u8; CONTEXT_SIZE];
     ctx.copy_from_slice(&raw[..CONTEXT_SIZE]);
     Ok((ctx, raw[CONTEXT_SIZE..n].to_vec()))
+}
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
 }
 
 #[cfg(test)]
@@ -388,7 +394,11 @@ mod tests {
         let n = b64_encode(b"foob", &mut out);
         assert_eq!(&out[..n], b"Zm9vYg");
         let mut dec = [0u8; 16];
-        assert_eq!(b64_decode(b"Zm9vYh", &mut dec), None, "non-zero leftover bits");
+        assert_eq!(
+            b64_decode(b"Zm9vYh", &mut dec),
+            None,
+            "non-zero leftover bits"
+        );
         assert_eq!(b64_decode(b"Zm9v=", &mut dec), None);
         assert_eq!(b64_decode(b"Z", &mut dec), None);
     }
@@ -440,7 +450,7 @@ mod tests {
     #[test]
     fn symlink_roundtrip() {
         let ctx = [9u8; 40];
-        let blob = vec![1u8; SYMLINK_MAX_CIPHERTEXT + 3];
+        let blob = vec![1u8; SYMLINK_MAX_BLOB];
         let t = encode_symlink(&ctx, &blob);
         assert!(t.len() <= BACKING_SYMLINK_MAX);
         let (c, b) = decode_symlink(t.as_bytes()).unwrap();
@@ -448,9 +458,4 @@ mod tests {
         assert_eq!(b, blob);
         assert!(decode_symlink(b"a.b").is_err());
     }
-}
-
-fn sha256(data: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(data).into()
 }

@@ -54,7 +54,10 @@ impl std::fmt::Debug for MountConfig {
         f.debug_struct("MountConfig")
             .field("backing_dir", &self.backing_dir)
             .field("policy", &self.policy)
-            .field("master_key", &self.master_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "master_key",
+                &self.master_key.as_ref().map(|_| "<redacted>"),
+            )
             .field("read_only", &self.read_only)
             .field("allow_other", &self.allow_other)
             .field("default_permissions", &self.default_permissions)
@@ -94,10 +97,15 @@ fn fuser_config(config: &MountConfig) -> fuser::Config {
 
 fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter, fuser::Config)> {
     if !Path::new("/dev/fuse").exists() {
-        return Err(Error::Mount("/dev/fuse is missing (load the fuse module, install fuse3)".into()));
+        return Err(Error::Mount(
+            "/dev/fuse is missing (load the fuse module, install fuse3)".into(),
+        ));
     }
     if !mountpoint.is_dir() {
-        return Err(Error::Mount(format!("mountpoint {} is not a directory", mountpoint.display())));
+        return Err(Error::Mount(format!(
+            "mountpoint {} is not a directory",
+            mountpoint.display()
+        )));
     }
     // Each directory inode holds an fd; allow as many as the system lets us.
     let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
@@ -184,7 +192,10 @@ impl BackgroundMount {
 impl Drop for BackgroundMount {
     fn drop(&mut self) {
         if let Err(e) = self.stop() {
-            log::error!("fscrypt-fuse: unmounting {}: {e}", self.mountpoint.display());
+            log::error!(
+                "fscrypt-fuse: unmounting {}: {e}",
+                self.mountpoint.display()
+            );
         }
     }
 }
@@ -222,6 +233,8 @@ pub fn unmount(mountpoint: &Path) -> Result<()> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(Error::Mount(String::from_utf8_lossy(&out.stderr).trim().to_string()))
+        Err(Error::Mount(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ))
     }
 }

@@ -57,7 +57,11 @@ fn backing_bytes_are_the_kernel_ciphertext() {
         Context::V2(c) => assert_eq!(c.policy, v.policy),
         other => panic!("unexpected context {other:?}"),
     }
-    let file_crypt = crypt_of(&hdr.context, FileType::Regular, fs::metadata(&backing_file).unwrap().ino());
+    let file_crypt = crypt_of(
+        &hdr.context,
+        FileType::Regular,
+        fs::metadata(&backing_file).unwrap().ino(),
+    );
 
     // Contents: unit i after the header is the kernel's ciphertext of unit i
     // (last unit zero-padded, as ext4 stores it).
@@ -78,9 +82,16 @@ fn backing_bytes_are_the_kernel_ciphertext() {
     let target = fs::read_link(v.backing.path().join(&sname.name)).unwrap();
     let (sctx, blob) = layout::decode_symlink(target.as_os_str().as_encoded_bytes()).unwrap();
     let sym_crypt = crypt_of(&sctx, FileType::Symlink, 0);
-    assert_eq!(sym_crypt.decrypt_symlink(&blob).unwrap(), b"some/target/path");
+    assert_eq!(
+        sym_crypt.decrypt_symlink(&blob).unwrap(),
+        b"some/target/path"
+    );
 
     // The no-key name a locked mount shows is the kernel's for this ciphertext.
     let nk = nokey::encode(&ct, 0, 0).to_string();
-    assert!(nokey::NoKeyName::decode(nk.as_bytes()).unwrap().matches(&ct));
+    assert!(
+        nokey::NoKeyName::decode(nk.as_bytes())
+            .unwrap()
+            .matches(&ct)
+    );
 }

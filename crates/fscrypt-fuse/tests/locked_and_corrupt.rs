@@ -53,47 +53,75 @@ fn locked_mount_has_kernel_semantics() {
     assert_eq!(names.len(), 5);
     for n in &names {
         assert!(!["file", "dir", "empty", "link"].contains(&n.as_str()));
-        assert!(fscrypt::nokey::NoKeyName::decode(n.as_bytes()).is_ok(), "not a no-key name: {n}");
+        assert!(
+            fscrypt::nokey::NoKeyName::decode(n.as_bytes()).is_ok(),
+            "not a no-key name: {n}"
+        );
         // Lookup by the no-key name works; stat works.
         let m = fs::symlink_metadata(v.p(n)).unwrap();
         if m.is_file() {
             assert!(m.len() == 15 || m.len() == 9);
             // Contents need the key.
             assert_eq!(errno(File::open(v.p(n))), Some(libc::ENOKEY));
-            assert_eq!(errno(OpenOptions::new().write(true).open(v.p(n))), Some(libc::ENOKEY));
+            assert_eq!(
+                errno(OpenOptions::new().write(true).open(v.p(n))),
+                Some(libc::ENOKEY)
+            );
         }
         if m.file_type().is_symlink() {
             let t = fs::read_link(v.p(n)).unwrap();
-            assert_eq!(m.len(), t.as_os_str().len() as u64, "symlink st_size = presented target length");
+            assert_eq!(
+                m.len(),
+                t.as_os_str().len() as u64,
+                "symlink st_size = presented target length"
+            );
             assert_ne!(t.to_str(), Some("file"));
         }
     }
     // Creating entries needs the key.
     assert_eq!(errno(File::create(v.p("new"))), Some(libc::ENOKEY));
     assert_eq!(errno(fs::create_dir(v.p("newdir"))), Some(libc::ENOKEY));
-    assert_eq!(errno(std::os::unix::fs::symlink("x", v.p("newlink"))), Some(libc::ENOKEY));
+    assert_eq!(
+        errno(std::os::unix::fs::symlink("x", v.p("newlink"))),
+        Some(libc::ENOKEY)
+    );
     // Renames need the key (spec §8.1, as the kernel).
-    assert_eq!(errno(fs::rename(v.p(&names[0]), v.p("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"))), Some(libc::ENOKEY));
+    assert_eq!(
+        errno(fs::rename(
+            v.p(&names[0]),
+            v.p("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+        )),
+        Some(libc::ENOKEY)
+    );
     // Deletion works: the directory "dir" holds one entry, "empty" none.
-    let mut dirs: Vec<&String> = names.iter().filter(|n| fs::symlink_metadata(v.p(n)).unwrap().is_dir()).collect();
+    let mut dirs: Vec<&String> = names
+        .iter()
+        .filter(|n| fs::symlink_metadata(v.p(n)).unwrap().is_dir())
+        .collect();
     dirs.sort_by_key(|n| fs::read_dir(v.p(n)).unwrap().count());
     let (empty, full) = (dirs[0].clone(), dirs[1].clone());
-    let inner: Vec<String> = fs::read_dir(v.p(&full)).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let inner: Vec<String> = fs::read_dir(v.p(&full))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     assert_eq!(inner.len(), 1);
     assert_eq!(errno(fs::remove_dir(v.p(&full))), Some(libc::ENOTEMPTY));
     fs::remove_file(v.p(&format!("{full}/{}", inner[0]))).unwrap();
     fs::remove_dir(v.p(&full)).unwrap();
     fs::remove_dir(v.p(&empty)).unwrap();
     for n in &names {
-        if let Ok(m) = fs::symlink_metadata(v.p(n)) {
-            if m.len() == 9 {
-                fs::remove_file(v.p(n)).unwrap(); // the long-named file
-            }
+        if let Ok(m) = fs::symlink_metadata(v.p(n))
+            && m.len() == 9
+        {
+            fs::remove_file(v.p(n)).unwrap(); // the long-named file
         }
     }
     // With the key again: what is left is intact.
     v.remount(true);
-    let mut left: Vec<String> = fs::read_dir(v.mnt.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut left: Vec<String> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     left.sort();
     assert_eq!(left, ["file", "link"]);
     assert_eq!(fs::read(v.p("link")).unwrap(), b"secret contents");
@@ -129,11 +157,21 @@ fn corrupt_backing_objects_give_eio_and_the_mount_stays_up() {
     let f = backing_of("f-link");
     v.mount.take().unwrap().unmount().unwrap();
 
-    OpenOptions::new().write(true).open(&a).unwrap().set_len(30).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&a)
+        .unwrap()
+        .set_len(30)
+        .unwrap();
     let mut bytes = fs::read(&b).unwrap();
     bytes[60] ^= 1;
     fs::write(&b, bytes).unwrap();
-    OpenOptions::new().append(true).open(&c).unwrap().write_all(b"junk!").unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&c)
+        .unwrap()
+        .write_all(b"junk!")
+        .unwrap();
     let meta = e.join("fscrypt.dir");
     let mut m = fs::read(&meta).unwrap();
     m[20] ^= 0xff;
@@ -155,7 +193,10 @@ fn corrupt_backing_objects_give_eio_and_the_mount_stays_up() {
     assert_eq!(errno(fs::read_link(v.p("f-link"))), Some(libc::EIO));
     // The rest of the mount keeps working.
     assert_eq!(fs::read(v.p("d-good")).unwrap(), vec![b'x'; 5000]);
-    let names: Vec<String> = fs::read_dir(v.mnt.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let names: Vec<String> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     assert!(names.contains(&"d-good".to_string()));
     assert!(!names.iter().any(|n| n == "AAAA"));
     fs::write(v.p("after"), b"still up").unwrap();

@@ -18,7 +18,9 @@ fn pjdfstest_bin() -> Option<PathBuf> {
     if let Some(home) = std::env::var_os("HOME") {
         cands.push(PathBuf::from(home).join(".cargo/bin/pjdfstest"));
     }
-    cands.into_iter().find(|c| Command::new(c).arg("--version").output().is_ok())
+    cands
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
 }
 
 /// Failures accepted with a reason: the lines `- pjdfstest-allowed: NAME` of
@@ -47,7 +49,10 @@ fn pjdfstest_suite() {
     let work = v.p("work");
     std::fs::create_dir(&work).unwrap();
     std::fs::set_permissions(&work, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pjdfstest/pjdfstest.toml");
+    let cfg = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/pjdfstest/pjdfstest.toml"
+    );
     // A second, distinct filesystem for the EXDEV cases.
     let secondary = common::TempDir::new("pjdfstest-secondary");
     let out = Command::new(&bin)
@@ -82,11 +87,22 @@ fn pjdfstest_suite() {
             _ => {}
         }
     }
-    let summary = stdout.lines().find(|l| l.starts_with("Summary:")).unwrap_or("no summary line");
-    eprintln!("pjdfstest on fscrypt-rs: {passed} passed, {failed} failed, {skipped} skipped ({summary})");
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("Summary:"))
+        .unwrap_or("no summary line");
+    eprintln!(
+        "pjdfstest on fscrypt-rs: {passed} passed, {failed} failed, {skipped} skipped ({summary})"
+    );
     if !unexpected.is_empty() || passed == 0 {
         eprintln!("{stdout}\n{stderr}");
     }
-    assert!(passed > 300, "pjdfstest ran too few tests ({passed} passed)");
-    assert!(unexpected.is_empty(), "unexpected pjdfstest failures: {unexpected:#?}");
+    assert!(
+        passed > 300,
+        "pjdfstest ran too few tests ({passed} passed)"
+    );
+    assert!(
+        unexpected.is_empty(),
+        "unexpected pjdfstest failures: {unexpected:#?}"
+    );
 }

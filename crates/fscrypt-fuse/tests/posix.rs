@@ -36,18 +36,50 @@ fn create_write_read_list_stat() {
     assert_eq!(fs::read(v.p("dir/inner")).unwrap(), vec![7u8; 100_000]);
     // Every offset and length.
     let data: Vec<u8> = (0..20_000u32).map(|i| (i * 31 % 251) as u8).collect();
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(v.p("rw")).unwrap();
-    for (off, len) in [(0usize, 1usize), (5, 4090), (4095, 2), (4096, 4096), (10_000, 3), (8191, 5000), (1, 19_999)] {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(v.p("rw"))
+        .unwrap();
+    for (off, len) in [
+        (0usize, 1usize),
+        (5, 4090),
+        (4095, 2),
+        (4096, 4096),
+        (10_000, 3),
+        (8191, 5000),
+        (1, 19_999),
+    ] {
         f.write_all_at(&data[off..off + len], off as u64).unwrap();
     }
     let mut expect = vec![0u8; 20_000];
-    for (off, len) in [(0usize, 1usize), (5, 4090), (4095, 2), (4096, 4096), (10_000, 3), (8191, 5000), (1, 19_999)] {
+    for (off, len) in [
+        (0usize, 1usize),
+        (5, 4090),
+        (4095, 2),
+        (4096, 4096),
+        (10_000, 3),
+        (8191, 5000),
+        (1, 19_999),
+    ] {
         expect[off..off + len].copy_from_slice(&data[off..off + len]);
     }
-    for (off, len) in [(0u64, 20_000usize), (3, 10), (4090, 20), (8192, 100), (19_990, 10)] {
+    for (off, len) in [
+        (0u64, 20_000usize),
+        (3, 10),
+        (4090, 20),
+        (8192, 100),
+        (19_990, 10),
+    ] {
         let mut buf = vec![0u8; len];
         f.read_exact_at(&mut buf, off).unwrap();
-        assert_eq!(buf, &expect[off as usize..off as usize + len], "read at {off}");
+        assert_eq!(
+            buf,
+            &expect[off as usize..off as usize + len],
+            "read at {off}"
+        );
     }
     drop(f);
     drop(v);
@@ -58,11 +90,27 @@ fn write_truncate_sequence_gives_aaaaa() {
     need_fuse!();
     let v = Vault::new("aaaaa");
     let p = v.p("f");
-    let mut f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
     f.write_all(&[b'A'; 4096]).unwrap();
-    OpenOptions::new().write(true).open(&p).unwrap().set_len(8).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(8)
+        .unwrap();
     f.write_all(&[b'B'; 10]).unwrap(); // at offset 4096
-    OpenOptions::new().write(true).open(&p).unwrap().set_len(5).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(5)
+        .unwrap();
     assert_eq!(fs::read(&p).unwrap(), b"AAAAA");
     let mut s = Vec::new();
     f.seek(SeekFrom::Start(0)).unwrap();
@@ -78,7 +126,12 @@ fn truncate_sizes_read_as_zeros_also_after_remount() {
     File::create(&p).unwrap();
     let sizes = [7000u64, 6999, 465, 4096, 0, 10 << 20, (10 << 20) + 100];
     for &s in &sizes {
-        OpenOptions::new().write(true).open(&p).unwrap().set_len(s).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(s)
+            .unwrap();
         assert_eq!(fs::metadata(&p).unwrap().len(), s);
         let c = fs::read(&p).unwrap();
         assert_eq!(c.len() as u64, s);
@@ -91,7 +144,12 @@ fn truncate_sizes_read_as_zeros_also_after_remount() {
     // Truncating with data in the file: shrink, then grow, tail reads as zeros.
     fs::write(v.p("d"), vec![0xabu8; 9000]).unwrap();
     for &s in &sizes {
-        OpenOptions::new().write(true).open(v.p("d")).unwrap().set_len(s).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(v.p("d"))
+            .unwrap()
+            .set_len(s)
+            .unwrap();
         let c = fs::read(v.p("d")).unwrap();
         assert_eq!(c.len() as u64, s);
     }
@@ -103,7 +161,13 @@ fn truncate_sizes_read_as_zeros_also_after_remount() {
 fn sparse_writes_and_holes_stay_holes() {
     need_fuse!();
     let v = Vault::new("sparse");
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(v.p("foo")).unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(v.p("foo"))
+        .unwrap();
     f.write_all_at(b"foo", 0).unwrap();
     f.write_all_at(b"foo", 4096).unwrap();
     drop(f);
@@ -129,8 +193,16 @@ fn sparse_writes_and_holes_stay_holes() {
         if m.len() == fscrypt_fuse::layout::HEADER_SIZE {
             checked += 1;
             let f = File::open(&b).unwrap();
-            let r = rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(fscrypt_fuse::layout::HEADER_SIZE));
-            assert_eq!(r, Err(rustix::io::Errno::NXIO), "data past the header of {}", b.display());
+            let r = rustix::fs::seek(
+                &f,
+                rustix::fs::SeekFrom::Data(fscrypt_fuse::layout::HEADER_SIZE),
+            );
+            assert_eq!(
+                r,
+                Err(rustix::io::Errno::NXIO),
+                "data past the header of {}",
+                b.display()
+            );
         }
     }
     assert_eq!(checked, 1, "exactly the hole file has no data units");
@@ -175,7 +247,10 @@ fn long_names_and_deep_paths_survive_remount() {
     }
     fs::create_dir_all(&deep).unwrap();
     fs::write(deep.join("leaf"), b"leaf").unwrap();
-    let names: Vec<_> = fs::read_dir(v.mnt.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert!(names.iter().any(|n| n.to_str() == Some(long.as_str())));
     let long2: String = "y".repeat(255);
     fs::rename(v.p(&long), v.p(&long2)).unwrap();
@@ -187,7 +262,10 @@ fn long_names_and_deep_paths_survive_remount() {
     assert_eq!(fs::read(v.p(&long2)).unwrap(), b"long");
     assert!(fs::metadata(v.p(&long)).is_err());
     let rel = renamed.strip_prefix(v.mnt.path()).unwrap().to_path_buf();
-    assert_eq!(fs::read(v.mnt.path().join(&rel).join("leaf")).unwrap(), b"leaf");
+    assert_eq!(
+        fs::read(v.mnt.path().join(&rel).join("leaf")).unwrap(),
+        b"leaf"
+    );
     let err = fs::write(v.p(&"q".repeat(256)), b"x").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ENAMETOOLONG));
 }
@@ -204,16 +282,27 @@ fn no_plaintext_in_backing_store() {
         data.extend_from_slice(content_marker);
     }
     fs::write(v.p(&format!("dir-{name_marker}/file-{name_marker}")), &data).unwrap();
-    std::os::unix::fs::symlink(format!("target-{name_marker}"), v.p(&format!("ln-{name_marker}"))).unwrap();
+    std::os::unix::fs::symlink(
+        format!("target-{name_marker}"),
+        v.p(&format!("ln-{name_marker}")),
+    )
+    .unwrap();
     let mut files = Vec::new();
     common::walk(v.backing.path(), &mut files);
     assert!(files.len() >= 3);
     for f in files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(!name.contains(name_marker), "plaintext name in {}", f.display());
+        assert!(
+            !name.contains(name_marker),
+            "plaintext name in {}",
+            f.display()
+        );
         let m = fs::symlink_metadata(&f).unwrap();
         let bytes = if m.file_type().is_symlink() {
-            fs::read_link(&f).unwrap().into_os_string().into_encoded_bytes()
+            fs::read_link(&f)
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
         } else if m.is_file() {
             fs::read(&f).unwrap()
         } else {
@@ -246,7 +335,10 @@ fn append_links_symlinks_dirs_and_metadata() {
     fs::create_dir(v.p("d1")).unwrap();
     fs::hard_link(v.p("a"), v.p("d1/b")).unwrap();
     assert_eq!(fs::metadata(v.p("a")).unwrap().nlink(), 2);
-    assert_eq!(fs::metadata(v.p("a")).unwrap().ino(), fs::metadata(v.p("d1/b")).unwrap().ino());
+    assert_eq!(
+        fs::metadata(v.p("a")).unwrap().ino(),
+        fs::metadata(v.p("d1/b")).unwrap().ino()
+    );
     fs::remove_file(v.p("a")).unwrap();
     assert_eq!(fs::read(v.p("d1/b")).unwrap(), c);
     assert_eq!(fs::metadata(v.p("d1/b")).unwrap().nlink(), 1);
@@ -257,11 +349,17 @@ fn append_links_symlinks_dirs_and_metadata() {
     assert_eq!(fs::read(v.p("ln")).unwrap(), c);
     let t = "t".repeat(3000);
     std::os::unix::fs::symlink(&t, v.p("ln2")).unwrap();
-    assert_eq!(fs::read_link(v.p("ln2")).unwrap().to_str(), Some(t.as_str()));
+    assert_eq!(
+        fs::read_link(v.p("ln2")).unwrap().to_str(),
+        Some(t.as_str())
+    );
     // mkdir / rmdir
     fs::create_dir(v.p("d2")).unwrap();
     fs::write(v.p("d2/x"), b"x").unwrap();
-    assert_eq!(fs::remove_dir(v.p("d2")).unwrap_err().raw_os_error(), Some(libc::ENOTEMPTY));
+    assert_eq!(
+        fs::remove_dir(v.p("d2")).unwrap_err().raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
     fs::remove_file(v.p("d2/x")).unwrap();
     fs::remove_dir(v.p("d2")).unwrap();
     assert!(fs::metadata(v.p("d2")).is_err());
@@ -272,7 +370,12 @@ fn append_links_symlinks_dirs_and_metadata() {
     let m = fs::metadata(v.p("d1/b")).unwrap();
     assert_eq!((m.uid(), m.gid()), (1234, 5678));
     let t0 = std::time::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 123_456_789);
-    File::options().write(true).open(v.p("d1/b")).unwrap().set_modified(t0).unwrap();
+    File::options()
+        .write(true)
+        .open(v.p("d1/b"))
+        .unwrap()
+        .set_modified(t0)
+        .unwrap();
     assert_eq!(fs::metadata(v.p("d1/b")).unwrap().modified().unwrap(), t0);
     // statfs, fsync
     let s = rustix::fs::statvfs(v.mnt.path()).unwrap();
@@ -282,7 +385,13 @@ fn append_links_symlinks_dirs_and_metadata() {
     f.sync_all().unwrap();
     f.sync_data().unwrap();
     // user xattrs
-    rustix::fs::setxattr(v.p("d1/b").as_path(), "user.k", b"value", rustix::fs::XattrFlags::empty()).unwrap();
+    rustix::fs::setxattr(
+        v.p("d1/b").as_path(),
+        "user.k",
+        b"value",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
     let mut buf = [0u8; 16];
     let n = rustix::fs::getxattr(v.p("d1/b").as_path(), "user.k", &mut buf[..]).unwrap();
     assert_eq!(&buf[..n], b"value");
@@ -291,8 +400,17 @@ fn append_links_symlinks_dirs_and_metadata() {
     assert_eq!(&list[..n], b"user.k\0");
     rustix::fs::removexattr(v.p("d1/b").as_path(), "user.k").unwrap();
     // special files keep working
-    rustix::fs::mknodat(rustix::fs::CWD, v.p("fifo").as_path(), rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o644), 0).unwrap();
-    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&fs::symlink_metadata(v.p("fifo")).unwrap().file_type()));
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        v.p("fifo").as_path(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &fs::symlink_metadata(v.p("fifo")).unwrap().file_type()
+    ));
 }
 
 #[test]
@@ -323,9 +441,22 @@ fn renames_within_and_across_directories() {
     // RENAME_NOREPLACE and RENAME_EXCHANGE
     fs::write(v.p("p"), b"P").unwrap();
     fs::write(v.p("q"), b"Q").unwrap();
-    let r = rustix::fs::renameat_with(rustix::fs::CWD, v.p("p").as_path(), rustix::fs::CWD, v.p("q").as_path(), rustix::fs::RenameFlags::NOREPLACE);
+    let r = rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        v.p("p").as_path(),
+        rustix::fs::CWD,
+        v.p("q").as_path(),
+        rustix::fs::RenameFlags::NOREPLACE,
+    );
     assert_eq!(r, Err(rustix::io::Errno::EXIST));
-    rustix::fs::renameat_with(rustix::fs::CWD, v.p("p").as_path(), rustix::fs::CWD, v.p("b/empty").as_path(), rustix::fs::RenameFlags::EXCHANGE).unwrap();
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        v.p("p").as_path(),
+        rustix::fs::CWD,
+        v.p("b/empty").as_path(),
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .unwrap();
     assert_eq!(fs::read(v.p("b/empty")).unwrap(), b"P");
     assert_eq!(fs::read(v.p("p/x")).unwrap(), b"x");
     // long names move with their side files
@@ -334,7 +465,10 @@ fn renames_within_and_across_directories() {
     fs::write(v.p(&l1), b"long").unwrap();
     fs::rename(v.p(&l1), v.p(&format!("a/{l2}"))).unwrap();
     assert_eq!(fs::read(v.p(&format!("a/{l2}"))).unwrap(), b"long");
-    let names: Vec<_> = fs::read_dir(v.p("a")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let names: Vec<_> = fs::read_dir(v.p("a"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     assert!(names.contains(&l2));
 }
 
@@ -343,7 +477,13 @@ fn truncate_by_path_while_another_fd_writes() {
     need_fuse!();
     let v = Vault::new("trpath");
     let p = v.p("f");
-    let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
             for i in 0..200u64 {
@@ -352,7 +492,12 @@ fn truncate_by_path_while_another_fd_writes() {
         });
         s.spawn(|| {
             for i in 0..200u64 {
-                OpenOptions::new().write(true).open(&p).unwrap().set_len((i * 37) % 9000).unwrap();
+                OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .unwrap()
+                    .set_len((i * 37) % 9000)
+                    .unwrap();
             }
         });
     });

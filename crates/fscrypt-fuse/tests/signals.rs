@@ -30,12 +30,18 @@ fn run(sig: rustix::process::Signal, test_name: &str) {
     fscrypt_fuse::create_root(backing.path(), &common::policy()).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{}\n{}", backing.path().display(), mnt.path().display()))
+        .env(
+            CHILD_ENV,
+            format!("{}\n{}", backing.path().display(), mnt.path().display()),
+        )
         .spawn()
         .unwrap();
     let t0 = Instant::now();
     while !is_mounted(mnt.path()) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "child did not mount");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "child did not mount"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::fs::write(mnt.path().join("file"), b"persisted").unwrap();
@@ -65,7 +71,10 @@ fn run(sig: rustix::process::Signal, test_name: &str) {
     while !is_mounted(mnt.path()) && t0.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(std::fs::read(mnt.path().join("file")).unwrap(), b"persisted");
+    assert_eq!(
+        std::fs::read(mnt.path().join("file")).unwrap(),
+        b"persisted"
+    );
     m.unmount().unwrap();
 }
 

@@ -125,7 +125,8 @@ impl Vault {
         if let Some(m) = self.mount.take() {
             m.unmount().expect("unmount");
         }
-        let m = fscrypt_fuse::mount_background(self.config(unlocked), self.mnt.path()).expect("mount");
+        let m =
+            fscrypt_fuse::mount_background(self.config(unlocked), self.mnt.path()).expect("mount");
         // Wait until the mount is live.
         for _ in 0..200 {
             if is_mounted(self.mnt.path()) {
