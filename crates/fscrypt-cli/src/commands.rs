@@ -1,5 +1,6 @@
 //! One module per subcommand: each has an `Args` struct (clap) and an
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
+pub mod crypt;
 pub mod kernel_crypto;
 pub mod providers;

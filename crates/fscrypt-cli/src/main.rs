@@ -24,6 +24,9 @@ enum Command {
     /// List every registered crypto implementation, its self-test result and
     /// which one is selected per algorithm.
     Providers(commands::providers::Args),
+    /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
+    /// (drop-in: same options, output and exit status).
+    Crypt(commands::crypt::Args),
     /// Show which kernel Crypto API driver kernel fscrypt would get for each
     /// of its algorithms (from /proc/crypto), flagging refused offload
     /// drivers and slow generic fallbacks.
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
+        Command::Crypt(args) => commands::crypt::exec(args),
         Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
     };
     match result {
