@@ -2,6 +2,7 @@
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
 pub mod add_key;
+pub mod bench;
 pub mod crypt;
 pub mod generate_key;
 pub mod get_policy;
