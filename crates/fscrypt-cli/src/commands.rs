@@ -2,3 +2,8 @@
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
 pub mod providers;
+pub mod demo;
+pub mod init;
+pub mod mount;
+pub mod secret;
+pub mod unmount;

@@ -24,6 +24,15 @@ enum Command {
     /// List every registered crypto implementation, its self-test result and
     /// which one is selected per algorithm.
     Providers(commands::providers::Args),
+    /// Create a vault: a random master key, the root v2 policy and
+    /// protectors (passphrase and/or key file) in an empty directory.
+    Init(commands::init::Args),
+    /// Mount a vault through FUSE (in the background unless --foreground).
+    Mount(commands::mount::Args),
+    /// Unmount a vault mounted with `fscrypt-rs mount`.
+    Unmount(commands::unmount::Args),
+    /// Show the encrypted filesystem end to end in a temporary directory.
+    Demo(commands::demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +42,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
+        Command::Init(args) => commands::init::exec(args),
+        Command::Mount(args) => commands::mount::exec(args),
+        Command::Unmount(args) => commands::unmount::exec(args),
+        Command::Demo(args) => commands::demo::exec(args),
     };
     match result {
         Ok(code) => code,

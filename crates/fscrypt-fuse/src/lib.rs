@@ -1,1 +1,2 @@
 //! fscrypt-fuse (skeleton)
+pub mod vault;
