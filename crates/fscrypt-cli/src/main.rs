@@ -33,6 +33,10 @@ enum Command {
     Unmount(commands::unmount::Args),
     /// Show the encrypted filesystem end to end in a temporary directory.
     Demo(commands::demo::Args),
+    /// Show which kernel Crypto API driver kernel fscrypt would get for each
+    /// of its algorithms (from /proc/crypto), flagging refused offload
+    /// drivers and slow generic fallbacks.
+    KernelCrypto(commands::kernel_crypto::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => commands::mount::exec(args),
         Command::Unmount(args) => commands::unmount::exec(args),
         Command::Demo(args) => commands::demo::exec(args),
+        Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,3 @@
 //! fscrypt-linux (skeleton)
+
+pub mod proc_crypto;

@@ -1,0 +1,849 @@
+#!/usr/bin/env python3
+"""compare-fs: the same workloads on plain ext4, kernel fscrypt, fscrypt-rs
+(FUSE), gocryptfs and securefs, all on one loop ext4 image in tmpfs.
+
+Workloads (issue 6, part 2), each repeated --reps times (median, min..max),
+page cache dropped before every read measurement:
+  1. create N files of 4096 bytes (open O_CREAT, write, close), N = 2000 and
+     10,000: files/s
+  2. 1 GiB sequential write ending in fsync, then sequential read: MB/s
+  3. random 4 KiB reads over a 256 MiB file for 20 s (fio, psync): IOPS
+  4. `ls -l` of the 10,000-file directory: seconds
+  5. extract a ~100 MB tar of small files (from /usr/include, /usr/share),
+     `du -s`, `rm -rf`: seconds
+CPU: user+sys seconds of the workload (this process and its children), plus
+the FUSE daemon (/proc/<pid>/stat), plus kernel threads (kworkers doing
+kernel fscrypt's and the loop device's work).
+
+Everything created (mounts, daemons, loop device, tmpfs, keys) is undone on
+exit, error, SIGINT, SIGTERM or SIGHUP.
+"""
+
+import argparse
+import csv
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MiB = 1024 * 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg):
+    print(f"compare-fs: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, check=True, capture=False, stdin=None, timeout=None, env=None):
+    """Runs a command (list); returns CompletedProcess."""
+    return subprocess.run(
+        cmd,
+        check=check,
+        stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+        stderr=subprocess.PIPE if capture else None,
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        timeout=timeout,
+        text=True,
+        env=env,
+    )
+
+
+class Interrupted(Exception):
+    pass
+
+
+def on_signal(signum, _frame):
+    raise Interrupted(f"signal {signum}")
+
+
+# ---------------------------------------------------------------- cleanup
+class Cleanup:
+    """A stack of undo actions, run in reverse order exactly once."""
+
+    def __init__(self):
+        self.stack = []
+
+    def push(self, what, fn):
+        self.stack.append((what, fn))
+
+    def pop_run(self, what):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == what:
+                _, fn = self.stack.pop(i)
+                self._do(what, fn)
+                return
+
+    def _do(self, what, fn):
+        try:
+            fn()
+        except Exception as e:  # keep undoing the rest
+            log(f"cleanup of {what} failed: {e}")
+
+    def run_all(self):
+        while self.stack:
+            what, fn = self.stack.pop()
+            self._do(what, fn)
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            if line.split()[4] == path:
+                return True
+    return False
+
+
+def unmount(path, fuse=False):
+    if not is_mounted(path):
+        return
+    if fuse and shutil.which("fusermount3"):
+        if run(["fusermount3", "-u", path], check=False).returncode == 0:
+            return
+    if run(["umount", path], check=False).returncode != 0:
+        run(["umount", "-l", path], check=False)
+
+
+def stop_daemon(proc, mnt):
+    unmount(mnt, fuse=True)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- CPU
+def stat_ticks(pid):
+    """utime+stime (+ reaped children) of a process, in clock ticks."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0
+    return sum(int(x) for x in rest[11:15])
+
+
+def kthread_ticks():
+    """CPU ticks of all kernel threads (children of kthreadd, pid 2)."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if rest[1] == "2" or name == "2":
+            total += int(rest[11]) + int(rest[12])
+    return total
+
+
+class CpuMeter:
+    def __init__(self, daemon_pids):
+        self.daemon_pids = daemon_pids
+
+    def snap(self):
+        s = resource.getrusage(resource.RUSAGE_SELF)
+        c = resource.getrusage(resource.RUSAGE_CHILDREN)
+        work = s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+        daemon = sum(stat_ticks(p) for p in self.daemon_pids()) / CLK_TCK
+        kthr = kthread_ticks() / CLK_TCK
+        return (work, daemon, kthr)
+
+    @staticmethod
+    def delta(a, b):
+        return {
+            "workload": b[0] - a[0],
+            "daemon": b[1] - a[1],
+            "kthreads": b[2] - a[2],
+            "total": (b[0] - a[0]) + (b[1] - a[1]) + (b[2] - a[2]),
+        }
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+# ---------------------------------------------------------------- filesystems
+class Fs:
+    """One filesystem under test. setup() returns the directory to work in."""
+
+    key = ""
+    label = ""
+    fuse = False
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.proc = None
+        self.skip_reason = None
+
+    def daemon_pids(self):
+        return [self.proc.pid] if self.proc and self.proc.poll() is None else []
+
+    def setup(self):
+        raise NotImplementedError
+
+    def describe(self):
+        return self.label
+
+    def start_daemon(self, cmd, mnt, timeout=90):
+        logf = open(os.path.join(self.ctx.work, f"{self.key}-daemon.log"), "w")
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT
+        )
+        self.ctx.cleanup.push(f"daemon {self.key}", lambda: stop_daemon(self.proc, mnt))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if is_mounted(mnt):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        logf.flush()
+        with open(logf.name) as f:
+            tail = f.read()[-800:]
+        raise RuntimeError(f"{cmd[0]} did not mount {mnt}: {tail.strip()}")
+
+
+class PlainExt4(Fs):
+    key, label = "ext4", "ext4"
+
+    def setup(self):
+        d = os.path.join(self.ctx.img_mnt, "plain")
+        os.makedirs(d)
+        return d
+
+
+class KernelFscrypt(Fs):
+    key, label = "kernel", "kernel fscrypt"
+
+    def setup(self):
+        bin_ = self.ctx.bin
+        for verb in ("add-key", "set-policy"):
+            if not bin_ or run([bin_, verb, "--help"], check=False).returncode != 0:
+                self.skip_reason = (
+                    f"`fscrypt-rs {verb}` is not available in {bin_} "
+                    "(kernel key/policy commands not on main yet)"
+                )
+                return None
+        keyf = os.path.join(self.ctx.work, "kernel.key")
+        with open(keyf, "wb") as f:
+            f.write(os.urandom(64))
+        os.chmod(keyf, 0o600)
+        out = run(
+            [bin_, "add-key", self.ctx.img_mnt, "--key-file", keyf, "--json"],
+            capture=True,
+        ).stdout
+        ident = None
+        try:
+            j = json.loads(out)
+            ident = j.get("identifier") or j.get("key_identifier") or j.get("id")
+        except ValueError:
+            pass
+        if not ident:
+            ident = out.strip().split()[-1]
+        d = os.path.join(self.ctx.img_mnt, "kernel")
+        os.makedirs(d)
+        run(
+            [bin_, "set-policy", ident, d, "--contents", "AES-256-XTS",
+             "--filenames", "AES-256-CTS"],
+            capture=True,
+        )
+        self.detail = f"v2 AES-256-XTS/AES-256-CTS, key {ident}"
+        # The key goes away with the unmount of the image (per-sb keyring);
+        # remove it explicitly first when the command exists.
+        self.ctx.cleanup.push(
+            "kernel key",
+            lambda: run([bin_, "remove-key", ident, self.ctx.img_mnt], check=False),
+        )
+        return d
+
+    def describe(self):
+        return f"{self.label} ({getattr(self, 'detail', '')})"
+
+
+class FscryptRs(Fs):
+    key, label, fuse = "fscrypt-rs", "fscrypt-rs", True
+
+    def setup(self):
+        bin_ = self.ctx.bin
+        for verb in ("init", "mount"):
+            if not bin_ or run([bin_, verb, "--help"], check=False).returncode != 0:
+                self.skip_reason = (
+                    f"`fscrypt-rs {verb}` is not available in {bin_} (FUSE mount not on main yet)"
+                )
+                return None
+        cipher = os.path.join(self.ctx.img_mnt, "fscrypt-rs.cipher")
+        mnt = os.path.join(self.ctx.work, "mnt-fscrypt-rs")
+        os.makedirs(cipher)
+        os.makedirs(mnt)
+        keyf = os.path.join(self.ctx.work, "fscrypt-rs.key")
+        run([bin_, "init", cipher, "--new-key-file", keyf], capture=True)
+        self.start_daemon(
+            [bin_, "mount", cipher, mnt, "--key-file", keyf, "--foreground"], mnt
+        )
+        return mnt
+
+
+class Gocryptfs(Fs):
+    key, label, fuse = "gocryptfs", "gocryptfs", True
+
+    def setup(self):
+        cipher = os.path.join(self.ctx.img_mnt, "gocryptfs.cipher")
+        mnt = os.path.join(self.ctx.work, "mnt-gocryptfs")
+        os.makedirs(cipher)
+        os.makedirs(mnt)
+        pw = os.path.join(self.ctx.work, "gocryptfs.pass")
+        with open(pw, "w") as f:
+            f.write("compare-fs benchmark password\n")
+        os.chmod(pw, 0o600)
+        run(["gocryptfs", "-init", "-q", "-passfile", pw, cipher], capture=True)
+        self.start_daemon(
+            ["gocryptfs", "-fg", "-q", "-nosyslog", "-passfile", pw, cipher, mnt], mnt
+        )
+        return mnt
+
+
+class Securefs(Fs):
+    key, label, fuse = "securefs", "securefs", True
+
+    def setup(self):
+        data = os.path.join(self.ctx.img_mnt, "securefs.data")
+        mnt = os.path.join(self.ctx.work, "mnt-securefs")
+        os.makedirs(data)
+        os.makedirs(mnt)
+        keyf = os.path.join(self.ctx.work, "securefs.key")
+        with open(keyf, "wb") as f:
+            f.write(os.urandom(32))
+        os.chmod(keyf, 0o600)
+        run(["securefs", "create", "--keyfile", keyf, data], capture=True)
+        self.start_daemon(["securefs", "mount", "--keyfile", keyf, data, mnt], mnt)
+        return mnt
+
+
+FS_CLASSES = [PlainExt4, KernelFscrypt, FscryptRs, Gocryptfs, Securefs]
+
+
+# ---------------------------------------------------------------- workloads
+def create_files(d, n):
+    buf = os.urandom(4096)
+    flags = os.O_CREAT | os.O_WRONLY | os.O_EXCL
+    t0 = time.perf_counter()
+    for i in range(n):
+        fd = os.open(os.path.join(d, f"file-{i:06d}.dat"), flags, 0o644)
+        os.write(fd, buf)
+        os.close(fd)
+    return time.perf_counter() - t0
+
+
+def write_seq(path, size):
+    chunk = os.urandom(MiB)
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        left = size
+        while left > 0:
+            left -= os.write(fd, chunk[: min(MiB, left)])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
+
+
+def read_seq(path):
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    total = 0
+    try:
+        while True:
+            b = os.read(fd, MiB)
+            if not b:
+                break
+            total += len(b)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0, total
+
+
+def rand_read_iops(path, size, seconds, fio):
+    if fio:
+        out = run(
+            [fio, "--name=randread", f"--filename={path}", "--rw=randread", "--bs=4k",
+             f"--size={size}", f"--runtime={seconds}", "--time_based", "--ioengine=psync",
+             "--invalidate=1", "--numjobs=1", "--output-format=json"],
+            capture=True,
+        ).stdout
+        j = json.loads(out[out.index("{"):])
+        return j["jobs"][0]["read"]["iops"]
+    # Fallback without fio: pread at random 4 KiB-aligned offsets.
+    fd = os.open(path, os.O_RDONLY)
+    blocks = size // 4096
+    rnd = random.Random(1)
+    n = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    try:
+        while True:
+            for _ in range(256):
+                os.pread(fd, 4096, rnd.randrange(blocks) * 4096)
+            n += 256
+            if time.perf_counter() >= end:
+                break
+    finally:
+        os.close(fd)
+    return n / (time.perf_counter() - t0)
+
+
+def timed_cmd(cmd):
+    t0 = time.perf_counter()
+    run(cmd)
+    return time.perf_counter() - t0
+
+
+def rm_tree(path):
+    if os.path.lexists(path):
+        run(["rm", "-rf", path])
+
+
+# metric key -> (label, unit, higher is better)
+def metric_defs(p):
+    n1, n2 = p["create_n"]
+    return [
+        (f"create_{n1}", f"create {n1} x 4 KiB files", "files/s", True),
+        (f"create_{n2}", f"create {n2} x 4 KiB files", "files/s", True),
+        ("seq_write", f"seq write {p['seq_mib']} MiB + fsync", "MB/s", True),
+        ("seq_read", f"seq read {p['seq_mib']} MiB (cold)", "MB/s", True),
+        ("rand_read", f"rand 4K read, {p['rand_mib']} MiB file, {p['rand_s']} s", "IOPS", True),
+        ("ls_l", f"ls -l of {n2} files (cold)", "s", False),
+        ("tar_x", f"tar x {p['tar_mb']:.0f} MB ({p['tar_files']} files)", "s", False),
+        ("du_s", "du -s of the tree (cold)", "s", False),
+        ("rm_rf", "rm -rf of the tree", "s", False),
+    ]
+
+
+def run_workloads(fs, d, p, reps, meter, results, progress):
+    """Runs every workload on directory d; appends samples to results."""
+
+    def record(metric, value, cpu):
+        results.setdefault(metric, {"values": [], "cpu": []})
+        results[metric]["values"].append(value)
+        results[metric]["cpu"].append(cpu)
+
+    n1, n2 = p["create_n"]
+    keep_dir = None
+    # 1. create N files
+    for n in (n1, n2):
+        for r in range(reps):
+            progress(f"create {n} files, rep {r + 1}/{reps}")
+            sub = os.path.join(d, f"create-{n}-{r}")
+            os.mkdir(sub)
+            a = meter.snap()
+            secs = create_files(sub, n)
+            record(f"create_{n}", n / secs, CpuMeter.delta(a, meter.snap()))
+            os.sync()
+            if n == n2 and keep_dir is None:
+                keep_dir = sub
+            else:
+                rm_tree(sub)
+    # 4. ls -l of the n2-file directory (kept from workload 1)
+    for r in range(reps):
+        progress(f"ls -l {n2}, rep {r + 1}/{reps}")
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["ls", "-l", keep_dir])
+        record("ls_l", secs, CpuMeter.delta(a, meter.snap()))
+    rm_tree(keep_dir)
+    os.sync()
+    # 2. sequential write + read
+    seq = os.path.join(d, "seq.bin")
+    size = p["seq_mib"] * MiB
+    for r in range(reps):
+        progress(f"seq write {p['seq_mib']} MiB, rep {r + 1}/{reps}")
+        rm_tree(seq)
+        os.sync()
+        a = meter.snap()
+        secs = write_seq(seq, size)
+        record("seq_write", size / secs / 1e6, CpuMeter.delta(a, meter.snap()))
+        progress(f"seq read {p['seq_mib']} MiB, rep {r + 1}/{reps}")
+        drop_caches()
+        a = meter.snap()
+        secs, total = read_seq(seq)
+        if total != size:
+            raise RuntimeError(f"{fs.label}: read {total} bytes of {size}")
+        record("seq_read", size / secs / 1e6, CpuMeter.delta(a, meter.snap()))
+    rm_tree(seq)
+    os.sync()
+    # 3. random 4 KiB reads
+    rnd = os.path.join(d, "rand.bin")
+    rsize = p["rand_mib"] * MiB
+    write_seq(rnd, rsize)
+    for r in range(reps):
+        progress(f"random reads {p['rand_s']} s, rep {r + 1}/{reps}")
+        drop_caches()
+        a = meter.snap()
+        iops = rand_read_iops(rnd, rsize, p["rand_s"], p["fio"])
+        record("rand_read", iops, CpuMeter.delta(a, meter.snap()))
+    rm_tree(rnd)
+    os.sync()
+    # 5. tar x, du -s, rm -rf
+    for r in range(reps):
+        progress(f"tar x / du -s / rm -rf, rep {r + 1}/{reps}")
+        dst = os.path.join(d, f"tree-{r}")
+        os.mkdir(dst)
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["tar", "-xf", p["tar_path"], "-C", dst])
+        record("tar_x", secs, CpuMeter.delta(a, meter.snap()))
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["du", "-s", dst])
+        record("du_s", secs, CpuMeter.delta(a, meter.snap()))
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["rm", "-rf", dst])
+        record("rm_rf", secs, CpuMeter.delta(a, meter.snap()))
+        os.sync()
+
+
+# ---------------------------------------------------------------- setup
+def ensure_packages(fio_wanted):
+    need = []
+    for cmd, pkg in [
+        ("gocryptfs", "gocryptfs"),
+        ("securefs", "securefs"),
+        ("fusermount3", "fuse3"),
+        ("mkfs.ext4", "e2fsprogs"),
+        ("losetup", "mount"),
+        ("tar", "tar"),
+    ]:
+        if not shutil.which(cmd):
+            need.append(pkg)
+    if fio_wanted and not shutil.which("fio"):
+        need.append("fio")
+    if need:
+        log(f"installing Debian packages: {' '.join(need)}")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        run(["apt-get", "update", "-qq"], env=env)
+        run(["apt-get", "install", "-y", "-qq", *need], env=env)
+
+
+def build_binary():
+    log("building fscrypt-rs (release)")
+    run(["cargo", "build", "--release", "-q", "-p", "fscrypt-cli"], stdin=None)
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    return os.path.join(target, "release", "fscrypt-rs")
+
+
+def build_tar(work, target_bytes):
+    """A tar of small files (<= 64 KiB) from /usr/include, then /usr/share."""
+    files, total = [], 0
+    for root in ("/usr/include", "/usr/share"):
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                path = os.path.join(dirpath, fn)
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                if not os.path.isfile(path) or os.path.islink(path):
+                    continue
+                if st.st_size > 64 * 1024 or not os.access(path, os.R_OK):
+                    continue
+                files.append(path)
+                total += st.st_size
+                if total >= target_bytes:
+                    break
+            if total >= target_bytes:
+                break
+        if total >= target_bytes:
+            break
+    lst = os.path.join(work, "tar.list")
+    with open(lst, "w") as f:
+        f.write("\n".join(files) + "\n")
+    tar = os.path.join(work, "tree.tar")
+    run(["tar", "-cf", tar, "-P", "-T", lst], check=False)
+    # -P keeps absolute names; strip them on extraction with a transform.
+    tar2 = os.path.join(work, "tree-rel.tar")
+    run(["tar", "-cf", tar2, "--transform=s,^/,,", "-P", "-T", lst])
+    os.unlink(tar)
+    return tar2, len(files), total
+
+
+# ---------------------------------------------------------------- report
+def fmt(v, unit):
+    if v is None:
+        return "-"
+    if unit == "s":
+        return f"{v:.3f}"
+    if v >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.1f}"
+
+
+def summarize(samples):
+    vals = samples["values"]
+    return {
+        "median": statistics.median(vals),
+        "min": min(vals),
+        "max": max(vals),
+        "runs": vals,
+        "cpu_total_median": statistics.median(c["total"] for c in samples["cpu"]),
+        "cpu": samples["cpu"],
+    }
+
+
+def ratio(ours, theirs, higher):
+    if ours is None or theirs is None or ours == 0 or theirs == 0:
+        return None
+    return ours / theirs if higher else theirs / ours
+
+
+def render(report):
+    defs = report["metrics"]
+    fss = [f for f in report["filesystems"] if not f.get("skipped")]
+    names = [f["key"] for f in fss]
+    head = ["workload", "unit"] + names + ["fscrypt-rs/gocryptfs", "fscrypt-rs/kernel"]
+    rows = []
+    for key, label, unit, higher in defs:
+        row = [label, unit]
+        med = {}
+        for f in fss:
+            s = f["results"].get(key)
+            med[f["key"]] = s["median"] if s else None
+            cell = fmt(med[f["key"]], unit)
+            if s and len(s["runs"]) > 1:
+                cell += f" ({fmt(s['min'], unit)}..{fmt(s['max'], unit)})"
+            row.append(cell)
+        for other in ("gocryptfs", "kernel"):
+            r = ratio(med.get("fscrypt-rs"), med.get(other), higher)
+            row.append("-" if r is None else f"{r:.2f}x")
+        rows.append(row)
+    cpu_row = ["CPU user+sys, whole run", "s"]
+    for f in fss:
+        cpu_row.append(f"{f['cpu_total']:.1f}")
+    cpu_row += ["-", "-"]
+    rows.append(cpu_row)
+    widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
+    lines = [" | ".join(str(c).ljust(w) for c, w in zip(head, widths))]
+    lines.append("-|-".join("-" * w for w in widths))
+    for r in rows:
+        lines.append(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    lines.append(
+        "ratios: >1 means fscrypt-rs is better (faster, more files/s); "
+        "median of reps, (min..max) when reps > 1."
+    )
+    cpu_lines = ["", "CPU seconds (median per rep: workload + FUSE daemon + kernel threads):"]
+    chead = ["workload"] + names
+    crow = []
+    for key, label, unit, higher in defs:
+        r = [label]
+        for f in fss:
+            s = f["results"].get(key)
+            if s:
+                c = [x for x in s["cpu"]]
+                med = lambda k: statistics.median(x[k] for x in c)
+                r.append(f"{med('total'):.2f} ({med('workload'):.2f}+{med('daemon'):.2f}+{med('kthreads'):.2f})")
+            else:
+                r.append("-")
+        crow.append(r)
+    cw = [max(len(str(r[i])) for r in [chead] + crow) for i in range(len(chead))]
+    cpu_lines.append(" | ".join(str(c).ljust(w) for c, w in zip(chead, cw)))
+    cpu_lines.append("-|-".join("-" * w for w in cw))
+    for r in crow:
+        cpu_lines.append(" | ".join(str(c).ljust(w) for c, w in zip(r, cw)))
+    skipped = [f for f in report["filesystems"] if f.get("skipped")]
+    tail = [""]
+    for f in skipped:
+        tail.append(f"SKIPPED {f['key']}: {f['skipped']}")
+    return "\n".join(lines + cpu_lines + tail)
+
+
+def write_outputs(report, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    stamp = report["started"].replace(":", "").replace("-", "")
+    base = os.path.join(out_dir, f"compare-fs-{stamp}")
+    with open(base + ".json", "w") as f:
+        json.dump(report, f, indent=2)
+    with open(base + ".csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["filesystem", "metric", "unit", "median", "min", "max", "runs",
+                    "cpu_total_median_s"])
+        for fs in report["filesystems"]:
+            if fs.get("skipped"):
+                w.writerow([fs["key"], "skipped", "", "", "", "", fs["skipped"], ""])
+                continue
+            for key, label, unit, _ in report["metrics"]:
+                s = fs["results"].get(key)
+                if s:
+                    w.writerow([fs["key"], key, unit, f"{s['median']:.6g}", f"{s['min']:.6g}",
+                                f"{s['max']:.6g}", ";".join(f"{v:.6g}" for v in s["runs"]),
+                                f"{s['cpu_total_median']:.3f}"])
+    table = render(report)
+    with open(base + ".txt", "w") as f:
+        f.write(table + "\n")
+    return base, table
+
+
+# ---------------------------------------------------------------- main
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes, 1 repetition: a fast end-to-end check")
+    ap.add_argument("--reps", type=int, help="repetitions per workload (default 3; quick 1)")
+    ap.add_argument("--out", default=os.path.join(os.getcwd(), "compare-fs-results"),
+                    help="directory for the .txt/.csv/.json results")
+    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,gocryptfs,securefs")
+    ap.add_argument("--bin", help="fscrypt-rs binary (default: cargo build --release)")
+    ap.add_argument("--no-fio", action="store_true", help="use the built-in random-read loop")
+    ap.add_argument("--image-gib", type=float, help="size of the ext4 image (default 3, quick 1)")
+    args = ap.parse_args()
+
+    if os.geteuid() != 0:
+        sys.exit("compare-fs: must run as root (loop devices, mounts, drop_caches)")
+    quick = args.quick
+    reps = args.reps or (1 if quick else 3)
+    p = {
+        "create_n": (200, 1000) if quick else (2000, 10000),
+        "seq_mib": 64 if quick else 1024,
+        "rand_mib": 32 if quick else 256,
+        "rand_s": 3 if quick else 20,
+        "tar_target": (10 if quick else 100) * 1000 * 1000,
+    }
+    img_gib = args.image_gib or (1 if quick else 3)
+    only = set(args.only.split(",")) if args.only else None
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+
+    ensure_packages(not args.no_fio)
+    p["fio"] = None if args.no_fio else shutil.which("fio")
+    bin_ = args.bin or build_binary()
+    if not os.access(bin_, os.X_OK):
+        sys.exit(f"compare-fs: {bin_} is not an executable")
+    bin_ = os.path.abspath(bin_)
+
+    cleanup = Cleanup()
+
+    class Ctx:
+        pass
+
+    ctx = Ctx()
+    ctx.cleanup = cleanup
+    ctx.bin = bin_
+    report = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "quick": quick,
+        "reps": reps,
+        "params": None,
+        "machine": {
+            "kernel": os.uname().release,
+            "cpus": os.cpu_count(),
+            "note": "shared machine: other jobs may run concurrently; numbers are noisy",
+        },
+        "filesystems": [],
+    }
+    try:
+        base = tempfile.mkdtemp(prefix="compare-fs.")
+        cleanup.push("workdir", lambda: shutil.rmtree(base, ignore_errors=True))
+        ctx.work = os.path.join(base, "tmpfs")
+        os.mkdir(ctx.work)
+        tmpfs_size = int(img_gib * 1024 + 512)
+        run(["mount", "-t", "tmpfs", "-o", f"size={tmpfs_size}m,mode=0700", "tmpfs", ctx.work])
+        cleanup.push("tmpfs", lambda: unmount(ctx.work))
+        log("building the tar of small files")
+        tar, nfiles, tbytes = build_tar(ctx.work, p["tar_target"])
+        p["tar_path"], p["tar_files"], p["tar_mb"] = tar, nfiles, tbytes / 1e6
+        report["params"] = {k: v for k, v in p.items() if k != "tar_path"}
+        img = os.path.join(ctx.work, "ext4.img")
+        with open(img, "wb") as f:
+            f.truncate(int(img_gib * 1024 * MiB))
+        run(["mkfs.ext4", "-q", "-F", "-O", "encrypt", "-b", "4096",
+             "-E", "lazy_itable_init=0,lazy_journal_init=0", img])
+        loop = run(["losetup", "--find", "--show", img], capture=True).stdout.strip()
+        cleanup.push("loop", lambda: run(["losetup", "-d", loop], check=False))
+        ctx.img_mnt = os.path.join(ctx.work, "ext4")
+        os.mkdir(ctx.img_mnt)
+        run(["mount", "-o", "discard", loop, ctx.img_mnt])
+        cleanup.push("ext4 mount", lambda: unmount(ctx.img_mnt))
+        report["machine"]["storage"] = f"ext4 on {loop} backed by tmpfs ({img_gib} GiB image)"
+        log(f"ext4 image on {loop}, mounted at {ctx.img_mnt}")
+
+        defs = metric_defs(p)
+        report["metrics"] = defs
+        for cls in FS_CLASSES:
+            fs = cls(ctx)
+            if only and fs.key not in only:
+                continue
+            entry = {"key": fs.key, "label": fs.label}
+            report["filesystems"].append(entry)
+            t_fs = time.monotonic()
+            try:
+                d = fs.setup()
+            except (subprocess.CalledProcessError, RuntimeError, OSError) as e:
+                err = getattr(e, "stderr", None)
+                fs.skip_reason = f"setup failed: {e}" + (f": {err.strip()}" if err else "")
+                d = None
+            if d is None:
+                entry["skipped"] = fs.skip_reason
+                log(f"SKIP {fs.key}: {fs.skip_reason}")
+                cleanup.pop_run(f"daemon {fs.key}")
+                continue
+            entry["label"] = fs.describe()
+            meter = CpuMeter(fs.daemon_pids)
+            results = {}
+
+            def progress(msg, key=fs.key):
+                log(f"[{key}] {msg}")
+
+            a = meter.snap()
+            try:
+                run_workloads(fs, d, p, reps, meter, results, progress)
+            except (subprocess.CalledProcessError, RuntimeError, OSError) as e:
+                entry["error"] = str(e)
+                log(f"ERROR {fs.key}: {e}")
+            entry["cpu_total"] = CpuMeter.delta(a, meter.snap())["total"]
+            entry["wall_s"] = time.monotonic() - t_fs
+            entry["results"] = {k: summarize(v) for k, v in results.items()}
+            if entry.get("error") and not results:
+                entry["skipped"] = f"workloads failed: {entry['error']}"
+            # Tear this filesystem down and free the image before the next.
+            if fs.fuse:
+                cleanup.pop_run(f"daemon {fs.key}")
+            for name in os.listdir(ctx.img_mnt):
+                if name != "lost+found":
+                    rm_tree(os.path.join(ctx.img_mnt, name))
+            os.sync()
+            cleanup.pop_run("kernel key")
+            run(["fstrim", ctx.img_mnt], check=False)
+        out_base, table = write_outputs(report, args.out)
+        print(table)
+        print(f"\nresults: {out_base}.txt, {out_base}.csv, {out_base}.json")
+        print("note: " + report["machine"]["note"])
+    except Interrupted as e:
+        log(f"interrupted ({e}); cleaning up")
+        cleanup.run_all()
+        sys.exit(130)
+    finally:
+        cleanup.run_all()
+
+
+if __name__ == "__main__":
+    main()

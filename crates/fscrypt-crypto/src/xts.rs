@@ -1,0 +1,151 @@
+//! XTS (IEEE P1619) over any 128-bit block cipher, with ciphertext stealing
+//! (spec §2.1). The tweak loop is ours; the block cipher is RustCrypto's.
+//!
+//! Whole blocks are processed in batches of [`BATCH`] so that `aes` 0.9 can
+//! use its wide (VAES) backend through `encrypt_blocks`.
+
+#![forbid(unsafe_code)]
+
+use cipher::consts::U16;
+use cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
+
+use crate::block::{BATCH, Block, as_blocks_mut, load, mul_alpha, xor_in};
+use crate::{CipherKey, Error};
+
+/// An XTS key: data cipher `K1` and tweak cipher `K2` (spec §2.1).
+pub(crate) struct Xts<C> {
+    data: C,
+    tweak: C,
+    name: &'static str,
+}
+
+impl<C> Xts<C>
+where
+    C: BlockCipherEncrypt<BlockSize = U16> + BlockCipherDecrypt<BlockSize = U16> + KeyInit,
+{
+    /// Sets up both key schedules from `key = K1 || K2` (halves of equal size).
+    ///
+    /// No weak-key check here: that is a policy of [`crate::PreparedKey`]
+    /// (the testmgr vectors include an all-zero key).
+    pub(crate) fn new(name: &'static str, key: &[u8]) -> Result<Self, Error> {
+        let half = C::key_size();
+        if key.len() != 2 * half {
+            return Err(Error::InvalidKeyLength {
+                algorithm: name,
+                expected: 2 * half,
+                actual: key.len(),
+            });
+        }
+        let (k1, k2) = key.split_at(half);
+        let data = C::new_from_slice(k1).map_err(|_| Error::InvalidKeyLength {
+            algorithm: name,
+            expected: 2 * half,
+            actual: key.len(),
+        })?;
+        let tweak = C::new_from_slice(k2).map_err(|_| Error::InvalidKeyLength {
+            algorithm: name,
+            expected: 2 * half,
+            actual: key.len(),
+        })?;
+        Ok(Xts { data, tweak, name })
+    }
+
+    fn first_tweak(&self, iv: &[u8]) -> Result<u128, Error> {
+        let iv: &[u8; 16] = iv.try_into().map_err(|_| Error::InvalidIvLength {
+            algorithm: self.name,
+            expected: 16,
+            actual: iv.len(),
+        })?;
+        let mut t = Block::from(*iv);
+        self.tweak.encrypt_block(&mut t);
+        Ok(load(&t))
+    }
+
+    /// En/decrypts whole blocks in place, advancing the tweak `t`.
+    #[inline]
+    fn blocks(&self, t: &mut u128, blocks: &mut [Block], encrypt: bool) {
+        let mut tweaks = [0u128; BATCH];
+        for chunk in blocks.chunks_mut(BATCH) {
+            for (b, tw) in chunk.iter_mut().zip(tweaks.iter_mut()) {
+                *tw = *t;
+                xor_in(b, *t);
+                *t = mul_alpha(*t);
+            }
+            if encrypt {
+                self.data.encrypt_blocks(chunk);
+            } else {
+                self.data.decrypt_blocks(chunk);
+            }
+            for (b, tw) in chunk.iter_mut().zip(tweaks.iter()) {
+                xor_in(b, *tw);
+            }
+        }
+    }
+
+    fn one(&self, b: &mut Block, t: u128, encrypt: bool) {
+        xor_in(b, t);
+        if encrypt {
+            self.data.encrypt_block(b);
+        } else {
+            self.data.decrypt_block(b);
+        }
+        xor_in(b, t);
+    }
+
+    /// En/decrypts `data` (≥ 16 bytes) in place with initial tweak input `iv`.
+    pub(crate) fn crypt(&self, iv: &[u8], data: &mut [u8], encrypt: bool) -> Result<(), Error> {
+        if data.len() < 16 {
+            return Err(Error::MessageTooShort {
+                algorithm: self.name,
+                min: 16,
+                actual: data.len(),
+            });
+        }
+        let mut t = self.first_tweak(iv)?;
+        let r = data.len() % 16;
+        if r == 0 {
+            let (blocks, _) = as_blocks_mut(data);
+            self.blocks(&mut t, blocks, encrypt);
+            return Ok(());
+        }
+        // Ciphertext stealing (IEEE P1619 §5.3.2 / §5.4.2): all but the last
+        // whole block normally, then the last whole block and the partial tail.
+        let full = data.len() / 16;
+        let (head, tail) = data.split_at_mut((full - 1) * 16);
+        let (blocks, _) = as_blocks_mut(head);
+        self.blocks(&mut t, blocks, encrypt);
+        let (last_full, partial) = tail.split_at_mut(16);
+        let mut b = Block::default();
+        b.copy_from_slice(last_full);
+        let (t_first, t_second) = if encrypt {
+            (t, mul_alpha(t))
+        } else {
+            (mul_alpha(t), t)
+        };
+        self.one(&mut b, t_first, encrypt);
+        // b = CC (encrypt) or PP (decrypt); swap the stolen bytes.
+        let mut stolen = [0u8; 16];
+        stolen[..r].copy_from_slice(partial);
+        partial.copy_from_slice(&b[..r]);
+        b[..r].copy_from_slice(&stolen[..r]);
+        self.one(&mut b, t_second, encrypt);
+        last_full.copy_from_slice(&b);
+        Ok(())
+    }
+}
+
+impl<C> CipherKey for Xts<C>
+where
+    C: BlockCipherEncrypt<BlockSize = U16>
+        + BlockCipherDecrypt<BlockSize = U16>
+        + KeyInit
+        + Send
+        + Sync,
+{
+    fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
+        self.crypt(iv, data, true)
+    }
+    fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
+        self.crypt(iv, data, false)
+    }
+}

@@ -1,0 +1,237 @@
+//! Provider-registry behaviour: refused properties beat priority, failing
+//! self-tests fall through to the next implementation, and an empty choice is
+//! a clear error — never a wrong answer.
+
+use fscrypt_crypto::registry::{
+    Implementation, Properties, Registry, SelfTestFailure, SelfTestStatus, Verdict,
+    builtin_implementations,
+};
+use fscrypt_crypto::{Algorithm, CipherKey, Error};
+
+fn builtin(name: &str) -> Implementation {
+    *builtin_implementations()
+        .iter()
+        .find(|i| i.name == name)
+        .unwrap_or_else(|| panic!("no built-in {name}"))
+}
+
+/// A registry with only the named built-ins.
+fn registry_with(names: &[&str]) -> Registry {
+    let mut r = Registry::new();
+    for n in names {
+        r.register(builtin(n));
+    }
+    r
+}
+
+/// The QAT case of Linux 6.x: an offload driver at priority 4001 against a
+/// CPU implementation at 800. Same for asynchronous and per-request-allocating
+/// implementations. (They compute correct AES-XTS: only the property matters.)
+#[test]
+fn refused_properties_are_never_selected_even_at_higher_priority() {
+    for props in [
+        Properties::OFFLOAD,
+        Properties::ASYNCHRONOUS,
+        Properties::ALLOCATES_PER_REQUEST,
+        Properties::ASYNCHRONOUS | Properties::ALLOCATES_PER_REQUEST | Properties::OFFLOAD,
+    ] {
+        let mut cpu = builtin("xts-aes-256-rustcrypto");
+        cpu.priority = 800;
+        let mut qat = builtin("xts-aes-256-awslc");
+        qat.name = "qat_aes_xts";
+        qat.priority = 4001;
+        qat.properties = props;
+        let mut r = Registry::new();
+        r.register(qat);
+        r.register(cpu);
+        assert_eq!(
+            r.select(Algorithm::Aes256Xts).unwrap().name,
+            "xts-aes-256-rustcrypto",
+            "{props:?}"
+        );
+        let key: Vec<u8> = (0..64).collect();
+        let pk = r.prepare(Algorithm::Aes256Xts, &key).unwrap();
+        assert_eq!(pk.implementation_name(), "xts-aes-256-rustcrypto");
+        let rep = r.report();
+        let row = rep
+            .iter()
+            .find(|x| x.implementation.name == "qat_aes_xts")
+            .unwrap();
+        assert_eq!(row.verdict, Verdict::Refused(props));
+        assert!(
+            row.self_test.passed(),
+            "the offload implementation itself is correct"
+        );
+
+        // With an empty refused mask the higher priority wins: the mask is what excludes it.
+        r.set_refused(Properties::NONE);
+        assert_eq!(r.select(Algorithm::Aes256Xts).unwrap().name, "qat_aes_xts");
+    }
+}
+
+/// Returns the correct CTS result, except that it corrupts every 32-byte
+/// input (like the hardware CTS driver that broke 32-byte padded filenames).
+struct BrokenCts(Box<dyn CipherKey>);
+
+impl CipherKey for BrokenCts {
+    fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
+        self.0.encrypt(iv, data)?;
+        if data.len() == 32 {
+            data[31] ^= 1;
+        }
+        Ok(())
+    }
+    fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
+        self.0.decrypt(iv, data)
+    }
+}
+
+fn broken_cts_key(key: &[u8]) -> Result<Box<dyn CipherKey>, Error> {
+    let good = (builtin("cts-cbc-aes-256-reference").new_key)(key)?;
+    Ok(Box::new(BrokenCts(good)))
+}
+
+#[test]
+fn wrong_32_byte_cts_is_excluded_by_its_self_test() {
+    let mut r = registry_with(&["cts-cbc-aes-256-rustcrypto"]);
+    r.register(Implementation {
+        algorithm: Algorithm::Aes256CbcCts,
+        name: "cts-broken-hw",
+        priority: 9000,
+        properties: Properties::NONE,
+        new_key: broken_cts_key,
+    });
+    let chosen = r.select(Algorithm::Aes256CbcCts).unwrap();
+    assert_eq!(chosen.name, "cts-cbc-aes-256-rustcrypto");
+    match r.self_test("cts-broken-hw").unwrap() {
+        SelfTestStatus::Failed { vector, failure } => {
+            assert_eq!(*failure, SelfTestFailure::WrongCiphertext);
+            assert!(
+                vector.contains("padded to 32"),
+                "failing vector is a 32-byte one: {vector}"
+            );
+        }
+        other => panic!("broken implementation passed: {other:?}"),
+    }
+    let rep = r.report();
+    let row = rep
+        .iter()
+        .find(|x| x.implementation.name == "cts-broken-hw")
+        .unwrap();
+    assert_eq!(row.verdict, Verdict::SelfTestFailed);
+
+    // A prepared key from this registry gives the correct 32-byte ciphertext.
+    let key = [7u8; 32];
+    let pk = r.prepare(Algorithm::Aes256CbcCts, &key).unwrap();
+    let reference = (builtin("cts-cbc-aes-256-reference").new_key)(&key).unwrap();
+    let mut a = [0x41u8; 32];
+    let mut b = a;
+    pk.encrypt(&[0; 16], &mut a).unwrap();
+    reference.encrypt(&[0; 16], &mut b).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn no_usable_implementation_is_a_clear_error() {
+    let mut r = Registry::new();
+    r.register(Implementation {
+        algorithm: Algorithm::Aes256CbcCts,
+        name: "cts-broken-hw",
+        priority: 9000,
+        properties: Properties::NONE,
+        new_key: broken_cts_key,
+    });
+    let mut offload = builtin("cts-cbc-aes-256-awslc");
+    offload.properties = Properties::OFFLOAD;
+    r.register(offload);
+    let err = r.select(Algorithm::Aes256CbcCts).unwrap_err();
+    assert_eq!(
+        err,
+        Error::NoImplementation {
+            algorithm: Algorithm::Aes256CbcCts
+        }
+    );
+    assert!(matches!(
+        r.prepare(Algorithm::Aes256CbcCts, &[1; 32]),
+        Err(Error::NoImplementation { .. })
+    ));
+    assert!(err.to_string().contains("AES-256-CBC-CTS"));
+    // An algorithm with nothing registered at all.
+    assert!(matches!(
+        r.select(Algorithm::Adiantum),
+        Err(Error::NoImplementation { .. })
+    ));
+}
+
+#[test]
+fn selection_falls_through_by_priority() {
+    let r = registry_with(&[
+        "cts-cbc-aes-128-reference",
+        "cts-cbc-aes-128-awslc",
+        "cts-cbc-aes-128-rustcrypto",
+    ]);
+    assert_eq!(
+        r.select(Algorithm::Aes128CbcCts).unwrap().name,
+        "cts-cbc-aes-128-rustcrypto"
+    );
+    let rep = r.report();
+    let verdicts: Vec<_> = rep
+        .iter()
+        .map(|x| (x.implementation.name, x.verdict.clone()))
+        .collect();
+    assert_eq!(
+        verdicts[0],
+        ("cts-cbc-aes-128-rustcrypto", Verdict::Selected)
+    );
+    assert_eq!(
+        verdicts[1],
+        (
+            "cts-cbc-aes-128-awslc",
+            Verdict::LowerPriority {
+                selected: "cts-cbc-aes-128-rustcrypto"
+            }
+        )
+    );
+}
+
+#[test]
+fn default_registry_has_a_selected_cpu_implementation_for_every_algorithm() {
+    let r = fscrypt_crypto::registry::default_registry();
+    for alg in Algorithm::ALL {
+        let imp = r.select(alg).unwrap_or_else(|e| panic!("{alg}: {e}"));
+        assert!(imp.properties.is_empty());
+        let n = r.implementations().filter(|i| i.algorithm == alg).count();
+        assert!(n >= 1);
+        if matches!(
+            alg,
+            Algorithm::Aes256Xts | Algorithm::Aes128CbcCts | Algorithm::Aes256CbcCts
+        ) {
+            assert!(
+                n >= 2,
+                "{alg} needs two implementations for a real fall-through"
+            );
+        }
+    }
+    assert_eq!(r.refused(), Properties::REFUSED_BY_FSCRYPT);
+    let selected = r
+        .report()
+        .iter()
+        .filter(|x| x.verdict == Verdict::Selected)
+        .count();
+    assert_eq!(selected, Algorithm::ALL.len());
+}
+
+/// Self-tests run once per implementation even when many threads select at once.
+#[test]
+fn concurrent_selection_is_consistent() {
+    let r = Registry::with_builtins();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| Algorithm::ALL.map(|a| r.select(a).unwrap().name)))
+            .collect();
+        let first = Algorithm::ALL.map(|a| r.select(a).unwrap().name);
+        for h in hs {
+            assert_eq!(h.join().unwrap(), first);
+        }
+    });
+}
