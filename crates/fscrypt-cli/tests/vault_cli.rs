@@ -94,7 +94,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn config_of(dir: &Path) -> PathBuf {
-    dir.join("fscrypt-rs.vault.json")
+    dir.join("fscrypt.vault.json")
 }
 
 /// Makes a vault protected by a new key file; returns the key file path.

@@ -36,8 +36,10 @@ use super::protector::{Argon2Params, NONCE_SIZE, SALT_SIZE, WRAPPED_KEY_SIZE};
 
 /// File name of the vault config inside the cipher directory. It contains
 /// '.', which the base64url alphabet of encrypted names (spec §8.1) never
-/// does, so no encrypted name can collide with it.
-pub const CONFIG_NAME: &str = "fscrypt-rs.vault.json";
+/// does, so no encrypted name can collide with it; and it starts with
+/// `fscrypt.`, the prefix the filesystem reserves for its own metadata
+/// (`layout::classify` treats such names as internal and never shows them).
+pub const CONFIG_NAME: &str = "fscrypt.vault.json";
 /// Value of the `format` field.
 pub const FORMAT_NAME: &str = "fscrypt-rs vault";
 /// The only config `version` this code reads and writes.
@@ -360,7 +362,7 @@ pub fn read_limited(path: &Path) -> Result<Vec<u8>, ConfigError> {
 /// Writes `contents` as `dir/name`, atomically and never over an existing
 /// file, mode 0600:
 ///
-/// 1. create `dir/.name.tmp-<random>` with `O_CREAT|O_EXCL`, mode 0600;
+/// 1. create `dir/name.tmp-<random>` with `O_CREAT|O_EXCL`, mode 0600;
 /// 2. write, `fsync`;
 /// 3. `renameat2(RENAME_NOREPLACE)` onto `name` (on filesystems without it:
 ///    `link` then `unlink`, which also fails if `name` exists);
@@ -378,7 +380,7 @@ pub fn write_new_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<(), C
     }
     let mut rnd = [0u8; 8];
     super::protector::random_bytes(&mut rnd).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let tmp_path = dir.join(format!(".{name}.tmp-{}", hex::encode(rnd)));
+    let tmp_path = dir.join(format!("{name}.tmp-{}", hex::encode(rnd)));
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
