@@ -43,6 +43,9 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
+    if commands::mount::invoked_as_helper() {
+        return commands::mount::helper_main();
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),

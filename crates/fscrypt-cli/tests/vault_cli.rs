@@ -12,7 +12,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-const HELPER: &str = env!("CARGO_BIN_EXE_mount.fscrypt-rs");
 const CHEAP_ARGON2: &str = "m=64,t=1,p=1";
 const EXIT_WRONG_SECRET: i32 = 12;
 
@@ -45,7 +44,10 @@ impl Drop for TempDir {
 
 fn getrandom_fill(buf: &mut [u8]) {
     use std::io::Read;
-    std::fs::File::open("/dev/urandom").unwrap().read_exact(buf).unwrap();
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(buf)
+        .unwrap();
 }
 
 fn hex(b: &[u8]) -> String {
@@ -54,7 +56,7 @@ fn hex(b: &[u8]) -> String {
 
 /// Runs the binary with `stdin` as its standard input (a pipe, so never a
 /// terminal), killing it if it has not finished within 60 s.
-fn run_with(bin: &str, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
+fn run_with(bin: &Path, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
     let mut child = Command::new(bin)
         .args(args)
         .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2)
@@ -75,7 +77,10 @@ fn run_with(bin: &str, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
         if start.elapsed() > Duration::from_secs(60) {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!("{bin} {args:?} did not finish within 60 s: {out:?}");
+            panic!(
+                "{} {args:?} did not finish within 60 s: {out:?}",
+                bin.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -86,7 +91,17 @@ macro_rules! args {
 }
 
 fn run(args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
-    run_with(BIN, args, stdin)
+    run_with(Path::new(BIN), args, stdin)
+}
+
+/// The mount(8) helper: a symlink named `mount.fscrypt-rs` to the binary.
+fn helper(t: &TempDir) -> PathBuf {
+    let dir = t.sub("sbin");
+    let link = dir.join("mount.fscrypt-rs");
+    if !link.exists() {
+        std::os::unix::fs::symlink(BIN, &link).unwrap();
+    }
+    link
 }
 
 fn text(b: &[u8]) -> String {
@@ -120,18 +135,29 @@ fn init_with_key_file_writes_0600_config_and_prints_identifier() {
     assert!(!config.contains("\"kind\": \"passphrase\""), "{config}");
     // The identifier printed is the one stored in the policy.
     let json: serde_json::Value = serde_json::from_str(&config).unwrap();
-    let id = json["policy"]["master_key_identifier"].as_str().unwrap().to_owned();
+    let id = json["policy"]["master_key_identifier"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(id.len(), 32);
     let out = run(args!["init", t.sub("other"), "--key-file", key], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let other: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(config_of(&t.path().join("other"))).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(config_of(&t.path().join("other"))).unwrap())
+            .unwrap();
     // Same key file, another vault: a different random master key.
-    assert_ne!(other["policy"]["master_key_identifier"].as_str().unwrap(), id);
+    assert_ne!(
+        other["policy"]["master_key_identifier"].as_str().unwrap(),
+        id
+    );
     let stdout = text(&run(args!["init", t.sub("third"), "--key-file", key], b"").stdout);
     let third: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(config_of(&t.path().join("third"))).unwrap()).unwrap();
-    assert!(stdout.contains(third["policy"]["master_key_identifier"].as_str().unwrap()), "{stdout}");
+        serde_json::from_slice(&std::fs::read(config_of(&t.path().join("third"))).unwrap())
+            .unwrap();
+    assert!(
+        stdout.contains(third["policy"]["master_key_identifier"].as_str().unwrap()),
+        "{stdout}"
+    );
     // Defaults: AES-256-XTS (1), AES-256-CTS (4), padding 32 (flags 3).
     assert_eq!(json["policy"]["contents_encryption_mode"], 1);
     assert_eq!(json["policy"]["filenames_encryption_mode"], 4);
@@ -164,17 +190,39 @@ fn init_never_overwrites() {
     let cipher = t.sub("cipher");
     init_with_key(&t, &cipher);
     let before = std::fs::read(config_of(&cipher)).unwrap();
-    let out = run(args!["init", cipher, "--new-key-file", t.path().join("second.key")], b"");
+    let out = run(
+        args![
+            "init",
+            cipher,
+            "--new-key-file",
+            t.path().join("second.key")
+        ],
+        b"",
+    );
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("already a vault"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("already a vault"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(std::fs::read(config_of(&cipher)).unwrap(), before);
-    assert!(!t.path().join("second.key").exists(), "no key file for a refused init");
+    assert!(
+        !t.path().join("second.key").exists(),
+        "no key file for a refused init"
+    );
     // A non-empty directory is refused too.
     let full = t.sub("full");
     std::fs::write(full.join("x"), b"x").unwrap();
-    let out = run(args!["init", full, "--new-key-file", t.path().join("third.key")], b"");
+    let out = run(
+        args!["init", full, "--new-key-file", t.path().join("third.key")],
+        b"",
+    );
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("not empty"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -182,7 +230,10 @@ fn init_refuses_inode_number_flags_and_bad_policies() {
     let t = TempDir::new("init-flags");
     for flag in ["--iv-ino-lblk-64", "--iv-ino-lblk-32"] {
         let cipher = t.sub(flag);
-        let out = run(args!["init", cipher, flag, "--new-key-file", cipher.join("k")], b"");
+        let out = run(
+            args!["init", cipher, flag, "--new-key-file", cipher.join("k")],
+            b"",
+        );
         assert!(!out.status.success());
         let err = text(&out.stderr);
         assert!(err.contains("inode numbers"), "{err}");
@@ -191,12 +242,30 @@ fn init_refuses_inode_number_flags_and_bad_policies() {
     }
     // DIRECT_KEY needs Adiantum.
     let cipher = t.sub("direct");
-    let out = run(args!["init", cipher, "--direct-key", "--new-key-file", t.path().join("k1")], b"");
+    let out = run(
+        args![
+            "init",
+            cipher,
+            "--direct-key",
+            "--new-key-file",
+            t.path().join("k1")
+        ],
+        b"",
+    );
     assert!(!out.status.success());
     // Adiantum with DIRECT_KEY is fine.
     let out = run(
-        args!["init", cipher, "--contents", "adiantum", "--filenames", "adiantum", "--direct-key",
-              "--new-key-file", t.path().join("k2")],
+        args![
+            "init",
+            cipher,
+            "--contents",
+            "adiantum",
+            "--filenames",
+            "adiantum",
+            "--direct-key",
+            "--new-key-file",
+            t.path().join("k2")
+        ],
         b"",
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -231,9 +300,21 @@ fn wrong_passphrase_or_key_exits_12_without_retrying() {
     let out = run(args!["init", cipher], b"right passphrase\n");
     assert!(out.status.success(), "{}", text(&out.stderr));
     // Several lines on stdin: only the first is read, once.
-    let out = run(args!["mount", cipher, mnt], b"wrong passphrase\nright passphrase\n");
-    assert_eq!(out.status.code(), Some(EXIT_WRONG_SECRET), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("wrong passphrase"), "{}", text(&out.stderr));
+    let out = run(
+        args!["mount", cipher, mnt],
+        b"wrong passphrase\nright passphrase\n",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("wrong passphrase"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(text(&out.stderr).matches("wrong passphrase").count(), 1);
     // A key file on a passphrase-only vault is a different error.
     let key = t.path().join("k");
@@ -249,17 +330,39 @@ fn wrong_passphrase_or_key_exits_12_without_retrying() {
     std::fs::write(&wrong, [1u8; 64]).unwrap();
     std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = run(args!["mount", cipher2, mnt, "--key-file", wrong], b"");
-    assert_eq!(out.status.code(), Some(EXIT_WRONG_SECRET), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("wrong key file"), "{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("wrong key file"),
+        "{}",
+        text(&out.stderr)
+    );
     // The mount helper passes the code on.
-    let out = run_with(HELPER, args![cipher2, mnt, "-o", format!("keyfile={}", wrong.display())], b"");
-    assert_eq!(out.status.code(), Some(EXIT_WRONG_SECRET), "{}", text(&out.stderr));
+    let out = run_with(
+        &helper(&t),
+        args![cipher2, mnt, "-o", format!("keyfile={}", wrong.display())],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
     // A key file of the wrong size is refused before any unwrapping.
     std::fs::write(&wrong, [1u8; 48]).unwrap();
     let out = run(args!["mount", cipher2, mnt, "--key-file", wrong], b"");
     assert!(!out.status.success());
     assert_ne!(out.status.code(), Some(EXIT_WRONG_SECRET));
-    assert!(text(&out.stderr).contains("32 or 64"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("32 or 64"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 // ---------------------------------------------------------------- mounting
@@ -326,7 +429,11 @@ fn grep_tree(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
         for e in std::fs::read_dir(&d).unwrap() {
             let e = e.unwrap();
             let p = e.path();
-            if p.as_os_str().as_encoded_bytes().windows(needle.len()).any(|w| w == needle) {
+            if p.as_os_str()
+                .as_encoded_bytes()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
                 hits.push(p.clone());
             }
             let ft = e.file_type().unwrap();
@@ -352,7 +459,10 @@ fn mount_unmount_round_trip_with_key_file_and_passphrase() {
     let cipher = t.sub("cipher");
     let mnt = t.sub("mnt");
     let key = t.path().join("vault.key");
-    let out = run(args!["init", cipher, "--new-key-file", key, "--passphrase"], b"open sesame\n");
+    let out = run(
+        args!["init", cipher, "--new-key-file", key, "--passphrase"],
+        b"open sesame\n",
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     // Background mount with the key file: returns once mounted.
@@ -361,9 +471,16 @@ fn mount_unmount_round_trip_with_key_file_and_passphrase() {
     let guard = MountGuard(mnt.clone());
     assert!(is_mounted(&mnt));
     std::fs::create_dir(mnt.join("SECRETDIRNAME")).unwrap();
-    std::fs::write(mnt.join("SECRETDIRNAME/notes.txt"), b"MARKER-CONTENTS-0123456789").unwrap();
+    std::fs::write(
+        mnt.join("SECRETDIRNAME/notes.txt"),
+        b"MARKER-CONTENTS-0123456789",
+    )
+    .unwrap();
     std::os::unix::fs::symlink("SECRETDIRNAME/notes.txt", mnt.join("link")).unwrap();
-    assert_eq!(std::fs::read(mnt.join("link")).unwrap(), b"MARKER-CONTENTS-0123456789");
+    assert_eq!(
+        std::fs::read(mnt.join("link")).unwrap(),
+        b"MARKER-CONTENTS-0123456789"
+    );
     unmount(&mnt);
     assert!(grep_tree(&cipher, b"MARKER-CONTENTS").is_empty());
     assert!(grep_tree(&cipher, b"SECRETDIRNAME").is_empty());
@@ -379,13 +496,28 @@ fn mount_unmount_round_trip_with_key_file_and_passphrase() {
 
     // Through the mount(8) helper, read-only, key file as an option.
     let out = run_with(
-        HELPER,
-        args![cipher, mnt, "-o", format!("ro,keyfile={},nofail", key.display())],
+        &helper(&t),
+        args![
+            cipher,
+            mnt,
+            "-o",
+            format!("ro,keyfile={},nofail", key.display())
+        ],
         b"",
     );
-    assert!(out.status.success(), "mount.fscrypt-rs: {}", text(&out.stderr));
-    assert_eq!(std::fs::read_link(mnt.join("link")).unwrap(), Path::new("SECRETDIRNAME/notes.txt"));
-    assert!(std::fs::write(mnt.join("new"), b"x").is_err(), "read-only mount accepted a write");
+    assert!(
+        out.status.success(),
+        "mount.fscrypt-rs: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_link(mnt.join("link")).unwrap(),
+        Path::new("SECRETDIRNAME/notes.txt")
+    );
+    assert!(
+        std::fs::write(mnt.join("new"), b"x").is_err(),
+        "read-only mount accepted a write"
+    );
     unmount(&mnt);
     drop(guard);
 }
@@ -408,16 +540,27 @@ fn locked_mount_shows_no_key_names_and_refuses_contents() {
     unmount(&mnt);
 
     let out = run(args!["mount", cipher, mnt, "--locked"], b"");
-    assert!(out.status.success(), "mount --locked: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "mount --locked: {}",
+        text(&out.stderr)
+    );
     let names: Vec<String> = std::fs::read_dir(&mnt)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
     for n in &names {
-        assert!(!["alpha.txt", "beta.txt", "gamma"].contains(&n.as_str()), "{n}");
+        assert!(
+            !["alpha.txt", "beta.txt", "gamma"].contains(&n.as_str()),
+            "{n}"
+        );
         let err = std::fs::read(mnt.join(n)).unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(126), "ENOKEY expected for {n}: {err}");
+        assert_eq!(
+            err.raw_os_error(),
+            Some(126),
+            "ENOKEY expected for {n}: {err}"
+        );
     }
     assert!(std::fs::write(mnt.join("new"), b"x").is_err());
     unmount(&mnt);
@@ -432,16 +575,32 @@ fn demo_runs_end_to_end_and_cleans_up() {
     let t = TempDir::new("demo");
     let src = t.sub("src");
     std::fs::create_dir_all(src.join("a/b")).unwrap();
-    std::fs::write(src.join("readme.txt"), b"the demo source tree, first file\n".repeat(100)).unwrap();
-    std::fs::write(src.join("a/one.bin"), (0..10_000u32).map(|i| i as u8).collect::<Vec<_>>()).unwrap();
+    std::fs::write(
+        src.join("readme.txt"),
+        b"the demo source tree, first file\n".repeat(100),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a/one.bin"),
+        (0..10_000u32).map(|i| i as u8).collect::<Vec<_>>(),
+    )
+    .unwrap();
     std::fs::write(src.join("a/b/empty"), b"").unwrap();
     std::fs::write(src.join(format!("a/{}", "n".repeat(200))), b"long name").unwrap();
     std::os::unix::fs::symlink("a/one.bin", src.join("link")).unwrap();
     let tmp = t.sub("tmp");
     let out = run(args!["demo", "--source", src, "--tmp", tmp], b"");
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "demo failed:\n{stdout}\n{}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "demo failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("4 files identical"), "{stdout}");
     assert!(stdout.contains("all steps passed"), "{stdout}");
-    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "demo left files behind");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "demo left files behind"
+    );
 }

@@ -89,7 +89,9 @@ pub enum Error {
     },
     /// An unwrapped master key has another identifier than the policy: the
     /// config was tampered with or corrupted.
-    #[error("the unwrapped master key has identifier {found}, but the policy names {expected}: the config is corrupt")]
+    #[error(
+        "the unwrapped master key has identifier {found}, but the policy names {expected}: the config is corrupt"
+    )]
     IdentifierMismatch {
         /// Identifier in the policy.
         expected: KeyIdentifier,
@@ -124,7 +126,10 @@ impl Error {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
-    move |source| Error::Io { path: path.to_owned(), source }
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// How `init` chooses Argon2id parameters.
@@ -215,7 +220,7 @@ fn policy_from_record(record: &PolicyRecord) -> Result<PolicyV2, fscrypt::Policy
     match policy {
         Policy::V2(p) => Ok(p),
         // to_uapi_bytes always writes version 2.
-        Policy::V1(_) => Err(fscrypt::PolicyError::UnsupportedVersion(0)),
+        Policy::V1(_) => Err(fscrypt::PolicyError::UnknownVersion(0)),
     }
 }
 
@@ -302,7 +307,12 @@ impl Vault {
             argon2_report = Some((params, start.elapsed()));
             let ad = protector::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
             let (nonce, wrapped_key) = protector::seal(&wrapping, &ad, &raw_key)?;
-            protectors.push(ProtectorRecord::Passphrase { params, salt, nonce, wrapped_key });
+            protectors.push(ProtectorRecord::Passphrase {
+                params,
+                salt,
+                nonce,
+                wrapped_key,
+            });
         }
         if let Some(key_file) = &opts.key_file {
             let mut salt = [0u8; SALT_SIZE];
@@ -310,9 +320,16 @@ impl Vault {
             let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
             let ad = protector::associated_data(config::KIND_KEY_FILE, &policy_bytes);
             let (nonce, wrapped_key) = protector::seal(&wrapping, &ad, &raw_key)?;
-            protectors.push(ProtectorRecord::KeyFile { salt, nonce, wrapped_key });
+            protectors.push(ProtectorRecord::KeyFile {
+                salt,
+                nonce,
+                wrapped_key,
+            });
         }
-        let record = ConfigRecord { policy: policy_record, protectors };
+        let record = ConfigRecord {
+            policy: policy_record,
+            protectors,
+        };
 
         let result = crate::create_root(cipherdir, &policy)
             .map_err(|e| Error::CreateRoot(Box::new(e)))
@@ -339,7 +356,11 @@ impl Vault {
             }
             return Err(e);
         }
-        Ok(InitReport { key_identifier: identifier, policy, argon2: argon2_report })
+        Ok(InitReport {
+            key_identifier: identifier,
+            policy,
+            argon2: argon2_report,
+        })
     }
 
     /// Opens the vault in `cipherdir`: reads and validates its config.
@@ -361,12 +382,18 @@ impl Vault {
             path: path.clone(),
             source,
         })?;
-        if record.policy.flags & (PolicyFlags::IV_INO_LBLK_64.0 | PolicyFlags::IV_INO_LBLK_32.0) != 0 {
+        if record.policy.flags & (PolicyFlags::IV_INO_LBLK_64.0 | PolicyFlags::IV_INO_LBLK_32.0)
+            != 0
+        {
             return Err(Error::InodeNumberFlags);
         }
         let policy = policy_from_record(&record.policy)
             .map_err(|source| Error::BadStoredPolicy { path, source })?;
-        Ok(Vault { dir: cipherdir.to_owned(), record, policy })
+        Ok(Vault {
+            dir: cipherdir.to_owned(),
+            record,
+            policy,
+        })
     }
 
     /// The cipher directory.
@@ -386,12 +413,18 @@ impl Vault {
 
     /// True if the vault has a passphrase protector.
     pub fn has_passphrase(&self) -> bool {
-        self.record.protectors.iter().any(|p| p.kind() == config::KIND_PASSPHRASE)
+        self.record
+            .protectors
+            .iter()
+            .any(|p| p.kind() == config::KIND_PASSPHRASE)
     }
 
     /// True if the vault has a key-file protector.
     pub fn has_key_file(&self) -> bool {
-        self.record.protectors.iter().any(|p| p.kind() == config::KIND_KEY_FILE)
+        self.record
+            .protectors
+            .iter()
+            .any(|p| p.kind() == config::KIND_KEY_FILE)
     }
 
     /// The Argon2id parameters of the first passphrase protector.
@@ -441,7 +474,13 @@ impl Vault {
         let policy_bytes = self.record.policy.to_uapi_bytes();
         let ad = protector::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
         for p in &self.record.protectors {
-            if let ProtectorRecord::Passphrase { params, salt, nonce, wrapped_key } = p {
+            if let ProtectorRecord::Passphrase {
+                params,
+                salt,
+                nonce,
+                wrapped_key,
+            } = p
+            {
                 let wrapping = protector::passphrase_wrapping_key(params, passphrase, salt)?;
                 match protector::open(&wrapping, &ad, nonce, wrapped_key) {
                     Ok(raw) => return self.checked(raw),
@@ -469,7 +508,12 @@ impl Vault {
         let policy_bytes = self.record.policy.to_uapi_bytes();
         let ad = protector::associated_data(config::KIND_KEY_FILE, &policy_bytes);
         for p in &self.record.protectors {
-            if let ProtectorRecord::KeyFile { salt, nonce, wrapped_key } = p {
+            if let ProtectorRecord::KeyFile {
+                salt,
+                nonce,
+                wrapped_key,
+            } = p
+            {
                 let wrapping = protector::key_file_wrapping_key(key_file, salt)?;
                 match protector::open(&wrapping, &ad, nonce, wrapped_key) {
                     Ok(raw) => return self.checked(raw),
@@ -530,3 +574,6 @@ fn remove_new_entries(dir: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,7 @@
 //! Installs nothing.
 
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirEntryExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
@@ -67,10 +67,10 @@ struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if self.mounted {
-            if let Err(e) = unmount(&self.mountpoint) {
-                eprintln!("demo: cleanup: {e:#}");
-            }
+        if self.mounted
+            && let Err(e) = unmount(&self.mountpoint)
+        {
+            eprintln!("demo: cleanup: {e:#}");
         }
         match std::fs::remove_dir_all(&self.root) {
             Ok(()) => println!("demo: removed {}", self.root.display()),
@@ -153,17 +153,33 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let cipher = root.join("cipher");
     let plain = root.join("plain");
     let key_path = root.join("demo.key");
-    let mut cleanup = Cleanup { root: root.clone(), mountpoint: plain.clone(), mounted: false };
+    let mut cleanup = Cleanup {
+        root: root.clone(),
+        mountpoint: plain.clone(),
+        mounted: false,
+    };
     std::fs::create_dir(&cipher)?;
     std::fs::create_dir(&plain)?;
     println!("fscrypt-rs demo in {}", root.display());
 
-    step(1, "init: a vault with a random 64-byte master key, protected by a generated key file");
+    step(
+        1,
+        "init: a vault with a random 64-byte master key, protected by a generated key file",
+    );
     let key = secret::generate_key_file(&key_path)?;
-    let report = Vault::init(&cipher, &InitOptions { key_file: Some(key), ..InitOptions::default() })?;
+    let report = Vault::init(
+        &cipher,
+        &InitOptions {
+            key_file: Some(key),
+            ..InitOptions::default()
+        },
+    )?;
     let p = &report.policy;
     println!("    vault      {}", cipher.display());
-    println!("    key file   {} (64 bytes, mode 0600)", key_path.display());
+    println!(
+        "    key file   {} (64 bytes, mode 0600)",
+        key_path.display()
+    );
     println!("    key id     {}", report.key_identifier);
     println!(
         "    policy     v2, contents {}, filenames {}, names padded to {} bytes",
@@ -172,7 +188,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         p.flags.padding()
     );
 
-    step(2, "mount: unlock with the key file, FUSE daemon in the background");
+    step(
+        2,
+        "mount: unlock with the key file, FUSE daemon in the background",
+    );
     let key_arg = key_path.to_string_lossy().into_owned();
     mount_with(&exe, &cipher, &plain, &["--key-file", &key_arg])?;
     cleanup.mounted = true;
@@ -180,20 +199,38 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 
     step(3, &format!("copy {} into the mount", source.display()));
     let start = Instant::now();
-    let (entries, bytes, skipped) =
-        copy_tree(&source, &plain, args.max_files, args.max_mib << 20, &interrupted)?;
-    let files = entries.iter().filter(|e| matches!(e.kind, EntryKind::File { .. })).count();
-    let dirs = entries.iter().filter(|e| matches!(e.kind, EntryKind::Dir)).count();
+    let (entries, bytes, skipped) = copy_tree(
+        &source,
+        &plain,
+        args.max_files,
+        args.max_mib << 20,
+        &interrupted,
+    )?;
+    let files = entries
+        .iter()
+        .filter(|e| matches!(e.kind, EntryKind::File { .. }))
+        .count();
+    let dirs = entries
+        .iter()
+        .filter(|e| matches!(e.kind, EntryKind::Dir))
+        .count();
     let links = entries.len() - files - dirs;
     let secs = start.elapsed().as_secs_f64();
     println!(
         "    {files} files, {dirs} directories, {links} symlinks, {:.1} MiB in {secs:.2} s ({:.1} MiB/s){}",
         bytes as f64 / 1048576.0,
         bytes as f64 / 1048576.0 / secs.max(1e-3),
-        if skipped > 0 { format!("; {skipped} entries skipped (limits, special files)") } else { String::new() }
+        if skipped > 0 {
+            format!("; {skipped} entries left out (size limits, special files)")
+        } else {
+            String::new()
+        }
     );
 
-    step(4, "verify: read every file back through the mount and compare SHA-256");
+    step(
+        4,
+        "verify: read every file back through the mount and compare SHA-256",
+    );
     let start = Instant::now();
     let mut checked = 0usize;
     for e in &entries {
@@ -201,7 +238,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         let path = plain.join(&e.rel);
         match &e.kind {
             EntryKind::File { sha256, len } => {
-                let data = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                let data =
+                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
                 if data.len() as u64 != *len || fscrypt_crypto::sha256(&data) != *sha256 {
                     bail!("{}: content differs after the round trip", e.rel.display());
                 }
@@ -220,19 +258,30 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("    {checked} files identical (SHA-256), symlinks and directories present, in {:.2} s", start.elapsed().as_secs_f64());
+    println!(
+        "    {checked} files identical (SHA-256), symlinks and directories present, in {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
 
     step(5, "the backing store: encrypted names and contents");
     show_backing(&plain, &cipher, &entries)?;
 
-    step(6, "remount without the key (--locked): the kernel's no-key names");
+    step(
+        6,
+        "remount without the key (--locked): the kernel's no-key names",
+    );
     // A top-level file to try reading without the key, recognised after the
     // remount by its inode number (the filesystem reports backing inode
     // numbers, which do not change).
     let sample = entries
         .iter()
-        .filter(|e| matches!(e.kind, EntryKind::File { .. }) && e.rel.components().count() == 1)
-        .find_map(|e| Some((e.rel.clone(), std::fs::symlink_metadata(plain.join(&e.rel)).ok()?.ino())));
+        .filter(|e| matches!(e.kind, EntryKind::File { .. }))
+        .find_map(|e| {
+            Some((
+                e.rel.clone(),
+                std::fs::symlink_metadata(plain.join(&e.rel)).ok()?.ino(),
+            ))
+        });
     unmount(&plain)?;
     cleanup.mounted = false;
     mount_with(&exe, &cipher, &plain, &["--locked"])?;
@@ -242,16 +291,26 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         .map(|e| (e.file_name().to_string_lossy().into_owned(), e.ino()))
         .collect();
     listing.sort();
-    println!("    ls {} (first entries of {}):", plain.display(), listing.len());
+    println!(
+        "    ls {} (first entries of {}):",
+        plain.display(),
+        listing.len()
+    );
     for (n, _) in listing.iter().take(5) {
         println!("      {n}");
     }
-    if let Some((rel, ino)) = sample {
-        if let Some((locked_name, _)) = listing.iter().find(|(_, i)| *i == ino) {
-            match std::fs::read(plain.join(locked_name)) {
-                Ok(_) => bail!("reading {} without the key succeeded", rel.display()),
-                Err(e) => println!("    read {} (= {}) without the key: {e}", locked_name, rel.display()),
-            }
+    if let Some((rel, ino)) = sample
+        && let Some(locked_path) = find_by_ino(&plain, ino)
+    {
+        let shown = locked_path
+            .strip_prefix(&plain)
+            .unwrap_or(&locked_path)
+            .display()
+            .to_string();
+        println!("    {} is now {shown}", rel.display());
+        match std::fs::read(&locked_path) {
+            Ok(_) => bail!("reading {} without the key succeeded", rel.display()),
+            Err(e) => println!("    reading it without the key: {e}"),
         }
     }
     unmount(&plain)?;
@@ -270,9 +329,12 @@ fn show_backing(plain: &Path, cipher: &Path, entries: &[Entry]) -> anyhow::Resul
     for e in std::fs::read_dir(cipher)?.filter_map(|e| e.ok()) {
         backing.insert(e.ino(), e.file_name());
     }
+    println!("    plaintext name               -> backing name (base64url of the encrypted name)");
     let mut shown = 0;
     for e in entries.iter().filter(|e| e.rel.components().count() == 1) {
-        let Ok(meta) = std::fs::symlink_metadata(plain.join(&e.rel)) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(plain.join(&e.rel)) else {
+            continue;
+        };
         if let Some(name) = backing.get(&meta.ino()) {
             println!("    {:<28} -> {}", e.rel.display(), name.to_string_lossy());
             shown += 1;
@@ -282,12 +344,19 @@ fn show_backing(plain: &Path, cipher: &Path, entries: &[Entry]) -> anyhow::Resul
         }
     }
     if shown == 0 {
-        let mut names: Vec<_> = backing.values().map(|n| n.to_string_lossy().into_owned()).collect();
+        let mut names: Vec<_> = backing
+            .values()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
         names.sort();
         for n in names.iter().take(4) {
             println!("    backing name: {n}");
         }
     }
+    println!(
+        "    also in the backing root: {} (policy, wrapped master key) and fscrypt.dir (root context)",
+        fscrypt_fuse::vault::CONFIG_NAME
+    );
     // Contents: the first bytes of one file and of its backing data unit 0.
     let found = entries.iter().find_map(|e| match e.kind {
         EntryKind::File { len, .. } if len >= 32 => {
@@ -296,24 +365,36 @@ fn show_backing(plain: &Path, cipher: &Path, entries: &[Entry]) -> anyhow::Resul
         }
         _ => None,
     });
-    if let Some((e, ino)) = found {
-        if let Some(bpath) = find_by_ino(cipher, ino) {
-            let mut pt = [0u8; 32];
-            std::fs::File::open(plain.join(&e.rel))?.read_exact(&mut pt)?;
-            let mut f = std::fs::File::open(&bpath)?;
-            let mut ct = [0u8; 32];
-            std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(HEADER_SIZE))?;
-            f.read_exact(&mut ct)?;
-            println!("    file {}", e.rel.display());
-            println!("      plaintext  {}  {}", hex::encode(pt), printable(&pt));
-            println!("      ciphertext {}  (backing {}, data unit 0 at offset {HEADER_SIZE})", hex::encode(ct), bpath.strip_prefix(cipher).unwrap_or(&bpath).display());
-        }
+    if let Some((e, ino)) = found
+        && let Some(bpath) = find_by_ino(cipher, ino)
+    {
+        let mut pt = [0u8; 32];
+        std::fs::File::open(plain.join(&e.rel))?.read_exact(&mut pt)?;
+        let mut f = std::fs::File::open(&bpath)?;
+        let mut ct = [0u8; 32];
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(HEADER_SIZE))?;
+        f.read_exact(&mut ct)?;
+        println!("    file {}", e.rel.display());
+        println!("      plaintext  {}  {}", hex::encode(pt), printable(&pt));
+        println!(
+            "      ciphertext {}  (backing {}, data unit 0 at offset {HEADER_SIZE})",
+            hex::encode(ct),
+            bpath.strip_prefix(cipher).unwrap_or(&bpath).display()
+        );
     }
     Ok(())
 }
 
 fn printable(b: &[u8]) -> String {
-    b.iter().map(|&c| if (0x20..0x7f).contains(&c) { c as char } else { '.' }).collect()
+    b.iter()
+        .map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        })
+        .collect()
 }
 
 /// Finds the backing path with inode number `ino` under `dir`.
@@ -366,14 +447,21 @@ fn copy_tree(
             };
             let ft = meta.file_type();
             if ft.is_dir() {
-                std::fs::create_dir(dst.join(&rel)).with_context(|| format!("mkdir {}", rel.display()))?;
-                entries.push(Entry { rel: rel.clone(), kind: EntryKind::Dir });
+                std::fs::create_dir(dst.join(&rel))
+                    .with_context(|| format!("mkdir {}", rel.display()))?;
+                entries.push(Entry {
+                    rel: rel.clone(),
+                    kind: EntryKind::Dir,
+                });
                 subdirs.push(rel);
             } else if ft.is_symlink() {
                 let target = std::fs::read_link(child.path())?;
                 std::os::unix::fs::symlink(&target, dst.join(&rel))
                     .with_context(|| format!("symlink {}", rel.display()))?;
-                entries.push(Entry { rel, kind: EntryKind::Symlink(target) });
+                entries.push(Entry {
+                    rel,
+                    kind: EntryKind::Symlink(target),
+                });
             } else if ft.is_file()
                 && meta.len() <= MAX_FILE
                 && files < max_files
@@ -383,12 +471,16 @@ fn copy_tree(
                     skipped += 1;
                     continue;
                 };
-                std::fs::write(dst.join(&rel), &data).with_context(|| format!("writing {}", rel.display()))?;
+                std::fs::write(dst.join(&rel), &data)
+                    .with_context(|| format!("writing {}", rel.display()))?;
                 bytes += data.len() as u64;
                 files += 1;
                 entries.push(Entry {
                     rel,
-                    kind: EntryKind::File { sha256: fscrypt_crypto::sha256(&data), len: data.len() as u64 },
+                    kind: EntryKind::File {
+                        sha256: fscrypt_crypto::sha256(&data),
+                        len: data.len() as u64,
+                    },
                 });
             } else {
                 skipped += 1;
@@ -397,7 +489,6 @@ fn copy_tree(
         // Depth-first, in name order.
         stack.extend(subdirs.into_iter().rev());
         if files >= max_files || bytes >= max_bytes {
-            skipped += stack.len();
             break;
         }
     }

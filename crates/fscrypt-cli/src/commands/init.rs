@@ -14,12 +14,15 @@ use super::secret;
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum ContentsMode {
     /// AES-256-XTS (default).
+    #[value(name = "aes-256-xts")]
     Aes256Xts,
     /// AES-128-CBC-ESSIV (pairs with aes-128-cts).
+    #[value(name = "aes-128-cbc-essiv")]
     Aes128CbcEssiv,
     /// Adiantum (pairs with adiantum; allows --direct-key).
     Adiantum,
     /// SM4-XTS (pairs with sm4-cts).
+    #[value(name = "sm4-xts")]
     Sm4Xts,
 }
 
@@ -38,14 +41,18 @@ impl From<ContentsMode> for EncryptionMode {
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum FilenamesMode {
     /// AES-256-CTS-CBC (default).
+    #[value(name = "aes-256-cts")]
     Aes256Cts,
     /// AES-128-CTS-CBC.
+    #[value(name = "aes-128-cts")]
     Aes128Cts,
     /// Adiantum.
     Adiantum,
     /// AES-256-HCTR2.
+    #[value(name = "aes-256-hctr2")]
     Aes256Hctr2,
     /// SM4-CTS-CBC.
+    #[value(name = "sm4-cts")]
     Sm4Cts,
 }
 
@@ -124,8 +131,15 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     opts.policy(fscrypt::KeyIdentifier::default())?;
     let meta = std::fs::metadata(&args.cipherdir)
         .with_context(|| format!("{}", args.cipherdir.display()))?;
-    anyhow::ensure!(meta.is_dir(), "{} is not a directory", args.cipherdir.display());
-    if Vault::config_path(&args.cipherdir).symlink_metadata().is_ok() {
+    anyhow::ensure!(
+        meta.is_dir(),
+        "{} is not a directory",
+        args.cipherdir.display()
+    );
+    if Vault::config_path(&args.cipherdir)
+        .symlink_metadata()
+        .is_ok()
+    {
         anyhow::bail!(
             "{} is already a vault: refusing to overwrite its config",
             args.cipherdir.display()
@@ -165,7 +179,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             0 => "= block size".to_owned(),
             n => format!("{} bytes", 1u32 << n),
         },
-        if p.flags.direct_key() { ", DIRECT_KEY" } else { "" }
+        if p.flags.direct_key() {
+            ", DIRECT_KEY"
+        } else {
+            ""
+        }
     );
     if let Some((params, time)) = report.argon2 {
         println!(

@@ -9,6 +9,15 @@
 //! on a pipe to its stdin, its error messages on a pipe from its stdout),
 //! and waits until the mount point shows up in `/proc/self/mountinfo` or
 //! the daemon exits.
+//!
+//! The same binary is the mount(8) helper when called as
+//! `mount.fscrypt-rs` (a symlink to `fscrypt-rs`), so an fstab line works:
+//!
+//! ```text
+//! /srv/vault  /mnt/vault  fscrypt-rs  keyfile=/etc/fscrypt-rs/vault.key,allow_other,nofail  0  0
+//! ```
+//!
+//! mount(8) runs `mount.fscrypt-rs SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -78,9 +87,32 @@ pub struct MountOptions {
 /// Options mount(8) may pass from fstab that mean nothing to a FUSE
 /// daemon; accepted and ignored.
 const IGNORED: &[&str] = &[
-    "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner",
-    "group", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec", "atime", "noatime",
-    "relatime", "strictatime", "diratime", "nodiratime", "async", "loud", "silent",
+    "defaults",
+    "auto",
+    "noauto",
+    "nofail",
+    "_netdev",
+    "user",
+    "users",
+    "nouser",
+    "owner",
+    "group",
+    "rw",
+    "suid",
+    "nosuid",
+    "dev",
+    "nodev",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "strictatime",
+    "diratime",
+    "nodiratime",
+    "async",
+    "loud",
+    "silent",
 ];
 
 impl MountOptions {
@@ -135,8 +167,8 @@ impl MountOptions {
 /// # Errors
 /// Reading `/proc/self/mountinfo` failed.
 pub fn mount_count(path: &Path) -> anyhow::Result<usize> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo")
-        .context("reading /proc/self/mountinfo")?;
+    let info =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
     let wanted = path.as_os_str().as_encoded_bytes();
     Ok(info
         .lines()
@@ -150,7 +182,10 @@ fn unescape_mountinfo(field: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -167,6 +202,92 @@ enum Key {
     Locked,
     /// The raw master key (identifier checked).
     Raw(Zeroizing<[u8; 64]>),
+}
+
+/// Name under which the binary acts as the mount(8) helper.
+pub const HELPER_NAME: &str = "mount.fscrypt-rs";
+
+/// True when argv[0]'s file name is [`HELPER_NAME`].
+pub fn invoked_as_helper() -> bool {
+    std::env::args_os()
+        .next()
+        .and_then(|a| Path::new(&a).file_name().map(|n| n == HELPER_NAME))
+        .unwrap_or(false)
+}
+
+/// Parses the mount(8) helper command line (without argv[0]):
+/// `SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`. Returns the
+/// mount arguments and whether `-f` (fake: do nothing) was given.
+///
+/// # Errors
+/// A malformed command line.
+pub fn parse_helper_args(
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+) -> anyhow::Result<(Args, bool)> {
+    let mut positional: Vec<PathBuf> = Vec::new();
+    let mut options: Vec<String> = Vec::new();
+    let mut sloppy = false;
+    let mut fake = false;
+    let mut argv = argv.into_iter();
+    while let Some(arg) = argv.next() {
+        let text = arg.to_string_lossy().into_owned();
+        if text == "-o" {
+            let v = argv.next().context("-o needs a value")?;
+            options.extend(v.to_string_lossy().split(',').map(str::to_owned));
+        } else if let Some(v) = text.strip_prefix("-o") {
+            options.extend(v.split(',').map(str::to_owned));
+        } else if text == "-t" || text == "-N" {
+            // File system type and mount namespace: nothing to do with them.
+            argv.next()
+                .with_context(|| format!("{text} needs a value"))?;
+        } else if text.len() > 1 && text.starts_with('-') {
+            for flag in text[1..].chars() {
+                match flag {
+                    's' => sloppy = true,
+                    'f' => fake = true,
+                    'n' | 'v' => {}
+                    _ => bail!("unknown flag -{flag}"),
+                }
+            }
+        } else {
+            positional.push(PathBuf::from(arg));
+        }
+    }
+    let [cipherdir, mountpoint]: [PathBuf; 2] = positional
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("expected CIPHERDIR MOUNTPOINT"))?;
+    let args = Args {
+        cipherdir,
+        mountpoint,
+        key_file: None,
+        locked: false,
+        foreground: false,
+        options,
+        sloppy,
+        log_file: None,
+        master_key_stdin: false,
+    };
+    Ok((args, fake))
+}
+
+/// Entry point of `mount.fscrypt-rs`: the mount(8) helper. Prints its own
+/// errors; exit codes as `fscrypt-rs mount` (12 for a wrong secret).
+pub fn helper_main() -> ExitCode {
+    let result = parse_helper_args(std::env::args_os().skip(1)).and_then(|(args, fake)| {
+        if fake {
+            Ok(ExitCode::SUCCESS)
+        } else {
+            exec(args)
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{HELPER_NAME}: {e:#}");
+            eprintln!("usage: {HELPER_NAME} CIPHERDIR MOUNTPOINT [-sfnv] [-o OPTIONS]");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Runs `fscrypt-rs mount`.
@@ -186,7 +307,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let vault = Vault::open(&args.cipherdir)?;
     let mountpoint = std::fs::canonicalize(&args.mountpoint)
         .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
-    anyhow::ensure!(mountpoint.is_dir(), "mount point {} is not a directory", mountpoint.display());
+    anyhow::ensure!(
+        mountpoint.is_dir(),
+        "mount point {} is not a directory",
+        mountpoint.display()
+    );
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
     let key = if args.locked {
         Key::Locked
@@ -225,8 +350,8 @@ fn run_mount(
     mountpoint: &Path,
     cipherdir: &Path,
 ) -> anyhow::Result<()> {
-    let backing_dir = std::fs::canonicalize(cipherdir)
-        .with_context(|| format!("{}", cipherdir.display()))?;
+    let backing_dir =
+        std::fs::canonicalize(cipherdir).with_context(|| format!("{}", cipherdir.display()))?;
     let config = fscrypt_fuse::MountConfig {
         fs_name: opts
             .fs_name
@@ -314,7 +439,9 @@ fn spawn_daemon(
     {
         let mut stdin = child.stdin.take().context("daemon stdin")?;
         if let Key::Raw(raw) = key {
-            stdin.write_all(raw.as_ref()).context("handing the key to the daemon")?;
+            stdin
+                .write_all(raw.as_ref())
+                .context("handing the key to the daemon")?;
         }
         // Dropping closes the pipe: the daemon sees end of file.
     }
@@ -326,7 +453,14 @@ fn spawn_daemon(
             let _ = status_pipe.read_to_string(&mut msg);
             let msg = msg.trim();
             if status.success() {
-                bail!("the mount daemon exited before the mount appeared{}", if msg.is_empty() { String::new() } else { format!(": {msg}") });
+                bail!(
+                    "the mount daemon exited before the mount appeared{}",
+                    if msg.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {msg}")
+                    }
+                );
             }
             if msg.is_empty() {
                 bail!("the mount daemon failed ({status})");
@@ -339,7 +473,10 @@ fn spawn_daemon(
         if start.elapsed() > MOUNT_TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("the mount did not appear within {} s", MOUNT_TIMEOUT.as_secs());
+            bail!(
+                "the mount did not appear within {} s",
+                MOUNT_TIMEOUT.as_secs()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -356,10 +493,32 @@ mod tests {
         assert!(o.read_only && o.allow_other && o.default_permissions);
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
-        assert_eq!(o.to_words(), w("ro,allow_other,default_permissions,fsname=v"));
+        assert_eq!(
+            o.to_words(),
+            w("ro,allow_other,default_permissions,fsname=v")
+        );
         assert!(MountOptions::parse(&w("bogus"), false).is_err());
         assert!(MountOptions::parse(&w("bogus"), true).is_ok());
         assert!(MountOptions::parse(&w("keyfile="), false).is_err());
+    }
+
+    #[test]
+    fn helper_command_line() {
+        let argv = |s: &str| {
+            s.split(' ')
+                .map(std::ffi::OsString::from)
+                .collect::<Vec<_>>()
+        };
+        let (a, fake) = parse_helper_args(argv("/c /m -n -o ro,keyfile=/k -t fscrypt-rs")).unwrap();
+        assert!(!fake);
+        assert_eq!(a.cipherdir, Path::new("/c"));
+        assert_eq!(a.mountpoint, Path::new("/m"));
+        assert_eq!(a.options, ["ro", "keyfile=/k"]);
+        let (a, fake) = parse_helper_args(argv("-sfv /c /m")).unwrap();
+        assert!(fake && a.sloppy);
+        assert!(parse_helper_args(argv("/c")).is_err());
+        assert!(parse_helper_args(argv("/c /m -x")).is_err());
+        assert!(parse_helper_args(argv("/c /m -o")).is_err());
     }
 
     #[test]

@@ -118,20 +118,23 @@ pub fn read_passphrase(prompt: &str, confirm: bool) -> anyhow::Result<Zeroizing<
 /// Read errors; files longer than 64 bytes.
 pub fn read_key_file(path: &Path) -> anyhow::Result<Zeroizing<Vec<u8>>> {
     let file = File::open(path).with_context(|| format!("opening key file {}", path.display()))?;
-    if let Ok(meta) = file.metadata() {
-        if meta.permissions().mode() & 0o077 != 0 {
-            eprintln!(
-                "fscrypt-rs: warning: key file {} is readable by other users (chmod 600 it)",
-                path.display()
-            );
-        }
+    if let Ok(meta) = file.metadata()
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "fscrypt-rs: warning: key file {} is readable by other users (chmod 600 it)",
+            path.display()
+        );
     }
     let mut buf = Zeroizing::new(Vec::with_capacity(65));
     file.take(65)
         .read_to_end(&mut buf)
         .with_context(|| format!("reading key file {}", path.display()))?;
     if buf.len() > 64 {
-        bail!("key file {} is longer than 64 bytes: a key file holds 32 or 64 raw bytes", path.display());
+        bail!(
+            "key file {} is longer than 64 bytes: a key file holds 32 or 64 raw bytes",
+            path.display()
+        );
     }
     Ok(buf)
 }

@@ -210,7 +210,9 @@ fn expect(field: &str, found: &str, wanted: &str) -> Result<(), ConfigError> {
     if found == wanted {
         Ok(())
     } else {
-        Err(invalid(format!("{field} is {found:?}, only {wanted:?} is supported")))
+        Err(invalid(format!(
+            "{field} is {found:?}, only {wanted:?} is supported"
+        )))
     }
 }
 
@@ -283,7 +285,13 @@ impl ConfigRecord {
                         wrapped_key: hex_array("wrapped_key", wrapped_key)?,
                     }
                 }
-                ProtectorJson::KeyFile { kdf, salt, aead, nonce, wrapped_key } => {
+                ProtectorJson::KeyFile {
+                    kdf,
+                    salt,
+                    aead,
+                    nonce,
+                    wrapped_key,
+                } => {
                     expect("kdf", kdf, KDF_HKDF_SHA512)?;
                     expect("aead", aead, AEAD_XCHACHA)?;
                     ProtectorRecord::KeyFile {
@@ -315,20 +323,27 @@ impl ConfigRecord {
                 .protectors
                 .iter()
                 .map(|r| match r {
-                    ProtectorRecord::Passphrase { params, salt, nonce, wrapped_key } => {
-                        ProtectorJson::Passphrase {
-                            kdf: KDF_ARGON2ID.to_owned(),
-                            argon2_version: ARGON2_VERSION_13,
-                            m_cost_kib: params.m_cost_kib,
-                            t_cost: params.t_cost,
-                            p_cost: params.p_cost,
-                            salt: hex::encode(salt),
-                            aead: AEAD_XCHACHA.to_owned(),
-                            nonce: hex::encode(nonce),
-                            wrapped_key: hex::encode(wrapped_key),
-                        }
-                    }
-                    ProtectorRecord::KeyFile { salt, nonce, wrapped_key } => ProtectorJson::KeyFile {
+                    ProtectorRecord::Passphrase {
+                        params,
+                        salt,
+                        nonce,
+                        wrapped_key,
+                    } => ProtectorJson::Passphrase {
+                        kdf: KDF_ARGON2ID.to_owned(),
+                        argon2_version: ARGON2_VERSION_13,
+                        m_cost_kib: params.m_cost_kib,
+                        t_cost: params.t_cost,
+                        p_cost: params.p_cost,
+                        salt: hex::encode(salt),
+                        aead: AEAD_XCHACHA.to_owned(),
+                        nonce: hex::encode(nonce),
+                        wrapped_key: hex::encode(wrapped_key),
+                    },
+                    ProtectorRecord::KeyFile {
+                        salt,
+                        nonce,
+                        wrapped_key,
+                    } => ProtectorJson::KeyFile {
                         kdf: KDF_HKDF_SHA512.to_owned(),
                         salt: hex::encode(salt),
                         aead: AEAD_XCHACHA.to_owned(),
@@ -438,7 +453,11 @@ mod tests {
             },
             protectors: vec![
                 ProtectorRecord::Passphrase {
-                    params: Argon2Params { m_cost_kib: 65536, t_cost: 3, p_cost: 1 },
+                    params: Argon2Params {
+                        m_cost_kib: 65536,
+                        t_cost: 3,
+                        p_cost: 1,
+                    },
                     salt: [1; SALT_SIZE],
                     nonce: [2; NONCE_SIZE],
                     wrapped_key: [3; WRAPPED_KEY_SIZE],
@@ -483,7 +502,10 @@ mod tests {
         for (i, case) in cases.iter().enumerate() {
             assert_ne!(case, &good, "case {i} did not change the input");
             assert!(
-                matches!(ConfigRecord::parse(case.as_bytes()), Err(ConfigError::Invalid(_))),
+                matches!(
+                    ConfigRecord::parse(case.as_bytes()),
+                    Err(ConfigError::Invalid(_))
+                ),
                 "case {i} parsed"
             );
         }
@@ -494,7 +516,8 @@ mod tests {
 
     #[test]
     fn atomic_write_is_0600_and_never_overwrites() {
-        let dir = std::env::temp_dir().join(format!("fscrypt-rs-config-test-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("fscrypt-rs-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(CONFIG_NAME);
         let _ = std::fs::remove_file(&path);
@@ -507,7 +530,10 @@ mod tests {
         ));
         assert_eq!(std::fs::read(&path).unwrap(), b"first");
         // No temporary file left behind.
-        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(CONFIG_NAME)]);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -59,7 +59,9 @@ pub enum ProtectorError {
     #[error("authentication failed: wrong secret")]
     WrongSecret,
     /// Argon2 parameters outside the accepted range (see [`Argon2Params::validate`]).
-    #[error("Argon2id parameters m={m_cost_kib} KiB, t={t_cost}, p={p_cost} are out of range: {reason}")]
+    #[error(
+        "Argon2id parameters m={m_cost_kib} KiB, t={t_cost}, p={p_cost} are out of range: {reason}"
+    )]
     BadArgon2Params {
         /// Memory cost in KiB.
         m_cost_kib: u32,
@@ -144,23 +146,33 @@ impl Argon2Params {
     /// Parses the test override in [`ARGON2_ENV`], if the variable is set.
     ///
     /// # Errors
-    /// [`ProtectorError::BadArgon2Env`] if it is set but malformed;
-    /// [`ProtectorError::BadArgon2Params`] if out of range.
+    /// As [`Argon2Params::parse_override`].
     pub fn from_env() -> Result<Option<Argon2Params>, ProtectorError> {
-        let Some(value) = std::env::var_os(ARGON2_ENV) else {
-            return Ok(None);
-        };
-        let text = value.to_string_lossy().into_owned();
-        let bad = || ProtectorError::BadArgon2Env(text.clone());
+        match std::env::var_os(ARGON2_ENV) {
+            None => Ok(None),
+            Some(value) => Self::parse_override(&value.to_string_lossy()).map(Some),
+        }
+    }
+
+    /// Parses `m=KIB,t=N,p=N` (any order, each exactly once).
+    ///
+    /// # Errors
+    /// [`ProtectorError::BadArgon2Env`] if malformed;
+    /// [`ProtectorError::BadArgon2Params`] if out of range.
+    pub fn parse_override(text: &str) -> Result<Argon2Params, ProtectorError> {
+        let bad = || ProtectorError::BadArgon2Env(text.to_owned());
         let (mut m, mut t, mut p) = (None, None, None);
         for part in text.split(',') {
             let (key, val) = part.split_once('=').ok_or_else(bad)?;
             let val: u32 = val.trim().parse().map_err(|_| bad())?;
-            match key.trim() {
-                "m" => m = Some(val),
-                "t" => t = Some(val),
-                "p" => p = Some(val),
+            let slot = match key.trim() {
+                "m" => &mut m,
+                "t" => &mut t,
+                "p" => &mut p,
                 _ => return Err(bad()),
+            };
+            if slot.replace(val).is_some() {
+                return Err(bad());
             }
         }
         let params = Argon2Params {
@@ -169,7 +181,7 @@ impl Argon2Params {
             p_cost: p.ok_or_else(bad)?,
         };
         params.validate()?;
-        Ok(Some(params))
+        Ok(params)
     }
 
     /// Measures this machine and picks parameters whose derivation takes
@@ -197,7 +209,11 @@ impl Argon2Params {
         };
         let mut m_cost_kib = Self::TUNE_M_COST_KIB;
         loop {
-            let one = Argon2Params { m_cost_kib, t_cost: 1, p_cost: 1 };
+            let one = Argon2Params {
+                m_cost_kib,
+                t_cost: 1,
+                p_cost: 1,
+            };
             let warm_up = time(&one)?;
             if warm_up > target && m_cost_kib > Self::TUNE_MIN_M_COST_KIB {
                 m_cost_kib /= 2;
@@ -212,7 +228,14 @@ impl Argon2Params {
             // Cast: ratio is finite and non-negative; clamped to 1..=MAX_T_COST.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let t_cost = (ratio.ceil() as u64).clamp(1, u64::from(Self::MAX_T_COST)) as u32;
-            return Ok((Argon2Params { m_cost_kib, t_cost, p_cost: 1 }, per_pass));
+            return Ok((
+                Argon2Params {
+                    m_cost_kib,
+                    t_cost,
+                    p_cost: 1,
+                },
+                per_pass,
+            ));
         }
     }
 }
@@ -247,7 +270,11 @@ fn argon2id(
         Some(WRAPPING_KEY_SIZE),
     )
     .map_err(|e| ProtectorError::Kdf(e.to_string()))?;
-    let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, lib_params);
+    let argon = argon2::Argon2::new(
+        argon2::Algorithm::Argon2id,
+        argon2::Version::V0x13,
+        lib_params,
+    );
     let mut out = Zeroizing::new([0u8; WRAPPING_KEY_SIZE]);
     argon
         .hash_password_into(passphrase, salt, out.as_mut())
@@ -358,7 +385,11 @@ pub fn open(
 mod tests {
     use super::*;
 
-    const CHEAP: Argon2Params = Argon2Params { m_cost_kib: 64, t_cost: 1, p_cost: 1 };
+    const CHEAP: Argon2Params = Argon2Params {
+        m_cost_kib: 64,
+        t_cost: 1,
+        p_cost: 1,
+    };
 
     #[test]
     fn seal_open_round_trip_and_wrong_key() {
@@ -370,12 +401,21 @@ mod tests {
         assert_eq!(*open(&key, &ad, &nonce, &wrapped).unwrap(), master);
         let mut other = key;
         other[0] ^= 1;
-        assert!(matches!(open(&other, &ad, &nonce, &wrapped), Err(ProtectorError::WrongSecret)));
+        assert!(matches!(
+            open(&other, &ad, &nonce, &wrapped),
+            Err(ProtectorError::WrongSecret)
+        ));
         let other_ad = associated_data(2, &[2u8; 24]);
-        assert!(matches!(open(&key, &other_ad, &nonce, &wrapped), Err(ProtectorError::WrongSecret)));
+        assert!(matches!(
+            open(&key, &other_ad, &nonce, &wrapped),
+            Err(ProtectorError::WrongSecret)
+        ));
         let mut tampered = wrapped;
         tampered[3] ^= 0x80;
-        assert!(matches!(open(&key, &ad, &nonce, &tampered), Err(ProtectorError::WrongSecret)));
+        assert!(matches!(
+            open(&key, &ad, &nonce, &tampered),
+            Err(ProtectorError::WrongSecret)
+        ));
     }
 
     #[test]
@@ -396,7 +436,11 @@ mod tests {
         // (Debian package argon2 0~20171227):
         //   echo -n "correct horse battery staple" |
         //     argon2 "fscrypt-rs-salt-0123456789abcdef" -id -t 3 -k 64 -p 1 -l 32 -r
-        let params = Argon2Params { m_cost_kib: 64, t_cost: 3, p_cost: 1 };
+        let params = Argon2Params {
+            m_cost_kib: 64,
+            t_cost: 3,
+            p_cost: 1,
+        };
         let salt: &[u8; SALT_SIZE] = b"fscrypt-rs-salt-0123456789abcdef";
         let key = passphrase_wrapping_key(&params, b"correct horse battery staple", salt).unwrap();
         assert_eq!(
@@ -409,12 +453,36 @@ mod tests {
     fn argon2_params_bounds() {
         assert!(CHEAP.validate().is_ok());
         for bad in [
-            Argon2Params { m_cost_kib: 64, t_cost: 0, p_cost: 1 },
-            Argon2Params { m_cost_kib: 64, t_cost: 1, p_cost: 0 },
-            Argon2Params { m_cost_kib: 7, t_cost: 1, p_cost: 1 },
-            Argon2Params { m_cost_kib: u32::MAX, t_cost: 1, p_cost: 1 },
-            Argon2Params { m_cost_kib: 64, t_cost: 1001, p_cost: 1 },
-            Argon2Params { m_cost_kib: 1024, t_cost: 1, p_cost: 17 },
+            Argon2Params {
+                m_cost_kib: 64,
+                t_cost: 0,
+                p_cost: 1,
+            },
+            Argon2Params {
+                m_cost_kib: 64,
+                t_cost: 1,
+                p_cost: 0,
+            },
+            Argon2Params {
+                m_cost_kib: 7,
+                t_cost: 1,
+                p_cost: 1,
+            },
+            Argon2Params {
+                m_cost_kib: u32::MAX,
+                t_cost: 1,
+                p_cost: 1,
+            },
+            Argon2Params {
+                m_cost_kib: 64,
+                t_cost: 1001,
+                p_cost: 1,
+            },
+            Argon2Params {
+                m_cost_kib: 1024,
+                t_cost: 1,
+                p_cost: 17,
+            },
         ] {
             assert!(
                 matches!(bad.validate(), Err(ProtectorError::BadArgon2Params { .. })),
@@ -424,6 +492,35 @@ mod tests {
         assert!(matches!(
             passphrase_wrapping_key(&CHEAP, b"", &[0; SALT_SIZE]),
             Err(ProtectorError::EmptyPassphrase)
+        ));
+    }
+
+    #[test]
+    fn argon2_override_syntax() {
+        assert_eq!(Argon2Params::parse_override("m=64,t=1,p=1").unwrap(), CHEAP);
+        assert_eq!(
+            Argon2Params::parse_override("p=1, t=1, m=64").unwrap(),
+            CHEAP
+        );
+        for bad in [
+            "",
+            "m=64",
+            "m=64,t=1,p=1,q=2",
+            "m=64,t=1,p=x",
+            "m=64,m=64,t=1",
+            "m64,t=1,p=1",
+        ] {
+            assert!(
+                matches!(
+                    Argon2Params::parse_override(bad),
+                    Err(ProtectorError::BadArgon2Env(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            Argon2Params::parse_override("m=4,t=1,p=1"),
+            Err(ProtectorError::BadArgon2Params { .. })
         ));
     }
 
