@@ -1,6 +1,7 @@
 //! One module per subcommand: each has an `Args` struct (clap) and an
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
+pub mod crypt;
 pub mod demo;
 pub mod init;
 pub mod kernel_crypto;

@@ -33,6 +33,9 @@ enum Command {
     Unmount(commands::unmount::Args),
     /// Show the encrypted filesystem end to end in a temporary directory.
     Demo(commands::demo::Args),
+    /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
+    /// (drop-in: same options, output and exit status).
+    Crypt(commands::crypt::Args),
     /// Show which kernel Crypto API driver kernel fscrypt would get for each
     /// of its algorithms (from /proc/crypto), flagging refused offload
     /// drivers and slow generic fallbacks.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Mount(args) => commands::mount::exec(args),
         Command::Unmount(args) => commands::unmount::exec(args),
         Command::Demo(args) => commands::demo::exec(args),
+        Command::Crypt(args) => commands::crypt::exec(args),
         Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
     };
     match result {

@@ -155,7 +155,14 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     }
     if opts.key_file.is_none() || args.passphrase {
         opts.passphrase = Some(secret::read_passphrase("New passphrase: ", true)?);
-        eprintln!("fscrypt-rs: deriving the passphrase key (Argon2id, tuned to about 1 s)...");
+        if fscrypt_fuse::vault::Argon2Params::from_env()?.is_some() {
+            eprintln!(
+                "fscrypt-rs: warning: weak Argon2id costs from {} (meant for tests)",
+                fscrypt_fuse::vault::protector::ARGON2_ENV
+            );
+        } else {
+            eprintln!("fscrypt-rs: measuring Argon2id on this machine (aiming at 1 s per unlock)...");
+        }
     }
 
     let report = match Vault::init(&args.cipherdir, &opts) {
