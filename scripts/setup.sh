@@ -19,4 +19,10 @@ fi
 
 # FUSE's kernel module (built in on most kernels; load it when it is a module).
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
+# pjdfstest 0.2.2 (the POSIX suite run against the FUSE mount by
+# crates/fscrypt-fuse/tests/pjdfstest.rs), from crates.io.
+if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/pjdfstest" ]; then
+    echo "setup: cargo install pjdfstest --version 0.2.2"
+    cargo install --quiet pjdfstest --version 0.2.2
+fi
 echo "setup: done"
