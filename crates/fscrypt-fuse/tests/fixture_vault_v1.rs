@@ -78,7 +78,7 @@ fn walk(fs: &EncryptedFs, dir: InodeNo, prefix: &str, out: &mut Tree) {
     fs.releasedir(fh).unwrap();
     for name in names {
         let attr = fs.lookup(dir, &name).unwrap();
-        let ino = InodeNo(attr.ino);
+        let ino = InodeNo(attr.ino.0);
         let rel = format!("{prefix}{}", name.to_str().unwrap());
         match attr.kind {
             fuser::FileType::Directory => {
