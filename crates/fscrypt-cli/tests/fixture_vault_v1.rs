@@ -108,10 +108,9 @@ fn vault_v1_fixture_mounts_and_matches_manifest() {
         eprintln!("SKIPPED: the fixture mount test needs root and /dev/fuse (root: {root})");
         return;
     }
-    let tmp = TempDir(std::env::temp_dir().join(format!(
-        "fscrypt-cli-fixture-v1-{}",
-        std::process::id()
-    )));
+    let tmp = TempDir(
+        std::env::temp_dir().join(format!("fscrypt-cli-fixture-v1-{}", std::process::id())),
+    );
     let _ = std::fs::remove_dir_all(&tmp.0);
     std::fs::create_dir(&tmp.0).unwrap();
     let cipher = tmp.0.join("vault-v1");
@@ -131,7 +130,11 @@ fn vault_v1_fixture_mounts_and_matches_manifest() {
         .arg("ro")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let guard = MountGuard(mnt.clone());
     let mut got = Tree::new();
     walk(&mnt, "", &mut got);
@@ -150,7 +153,11 @@ fn vault_v1_fixture_mounts_and_matches_manifest() {
         .arg("--locked")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let top: Vec<String> = std::fs::read_dir(&mnt)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -113,10 +113,8 @@ fn walk(fs: &EncryptedFs, dir: InodeNo, prefix: &str, out: &mut Tree) {
 #[test]
 fn vault_v1_fixture_reads_without_fuse() {
     let src = Path::new(FIXTURES).join("vault-v1");
-    let tmp = TempDir(std::env::temp_dir().join(format!(
-        "fscrypt-fixture-v1-{}",
-        std::process::id()
-    )));
+    let tmp =
+        TempDir(std::env::temp_dir().join(format!("fscrypt-fixture-v1-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&tmp.0);
     copy_tree(&src, &tmp.0);
 
@@ -135,8 +133,7 @@ fn vault_v1_fixture_reads_without_fuse() {
         Err(fscrypt_fuse::vault::Error::WrongPassphrase)
     ));
 
-    let fs = EncryptedFs::new(&tmp.0, policy, Some(master), FsOptions { read_only: true })
-        .unwrap();
+    let fs = EncryptedFs::new(&tmp.0, policy, Some(master), FsOptions { read_only: true }).unwrap();
     let mut got = Tree::new();
     walk(&fs, ROOT, "", &mut got);
     assert_eq!(got, manifest());

@@ -161,7 +161,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                 fscrypt_fuse::vault::protector::ARGON2_ENV
             );
         } else {
-            eprintln!("fscrypt-rs: measuring Argon2id on this machine (aiming at 1 s per unlock)...");
+            eprintln!(
+                "fscrypt-rs: measuring Argon2id on this machine (aiming at 1 s per unlock)..."
+            );
         }
     }
 
