@@ -37,7 +37,10 @@ fn data_units(c: &mut Criterion) {
         g.bench_function(format!("{}/decrypt", alg.name()), |b| {
             b.iter(|| pk.decrypt(black_box(&iv), black_box(&mut buf)).unwrap())
         });
-        for imp in builtin_implementations().iter().filter(|i| i.algorithm == alg) {
+        for imp in builtin_implementations()
+            .iter()
+            .filter(|i| i.algorithm == alg)
+        {
             if imp.name == pk.implementation_name() {
                 continue;
             }
@@ -63,7 +66,10 @@ fn names(c: &mut Criterion) {
                 pk.decrypt(black_box(&iv), black_box(&mut name)).unwrap();
             })
         });
-        for imp in builtin_implementations().iter().filter(|i| i.algorithm == alg) {
+        for imp in builtin_implementations()
+            .iter()
+            .filter(|i| i.algorithm == alg)
+        {
             if imp.name == pk.implementation_name() {
                 continue;
             }
@@ -84,8 +90,11 @@ fn hkdf(c: &mut Criterion) {
     let mut okm = [0u8; 64];
     c.bench_function("hkdf-sha512/expand64", |b| {
         b.iter(|| {
-            prk.expand(black_box(&[b"fscrypt\0", &[2u8], &[0x22u8; 16]]), black_box(&mut okm))
-                .unwrap()
+            prk.expand(
+                black_box(&[b"fscrypt\0", &[2u8], &[0x22u8; 16]]),
+                black_box(&mut okm),
+            )
+            .unwrap()
         })
     });
 }

@@ -24,7 +24,8 @@ pub(crate) const DEC_BATCH: usize = 256;
 /// then the tail.
 #[inline(always)]
 pub(crate) fn enc_blocks<B: BlockCipherEncBackend<BlockSize = U16>>(be: &B, blocks: &mut [Block]) {
-    let (par, tail) = Array::<Block, <B as ParBlocksSizeUser>::ParBlocksSize>::slice_as_chunks_mut(blocks);
+    let (par, tail) =
+        Array::<Block, <B as ParBlocksSizeUser>::ParBlocksSize>::slice_as_chunks_mut(blocks);
     for p in par {
         be.encrypt_par_blocks_inplace(p);
     }
@@ -34,7 +35,8 @@ pub(crate) fn enc_blocks<B: BlockCipherEncBackend<BlockSize = U16>>(be: &B, bloc
 /// Decrypts any number of blocks with a backend.
 #[inline(always)]
 pub(crate) fn dec_blocks<B: BlockCipherDecBackend<BlockSize = U16>>(be: &B, blocks: &mut [Block]) {
-    let (par, tail) = Array::<Block, <B as ParBlocksSizeUser>::ParBlocksSize>::slice_as_chunks_mut(blocks);
+    let (par, tail) =
+        Array::<Block, <B as ParBlocksSizeUser>::ParBlocksSize>::slice_as_chunks_mut(blocks);
     for p in par {
         be.decrypt_par_blocks_inplace(p);
     }

@@ -60,7 +60,8 @@ where
     /// Encrypts `data` (≥ 16 bytes) in place (spec §2.2).
     pub(crate) fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let iv = self.check(iv, data)?;
-        self.cipher.encrypt_with_backend(cbc::CtsEncrypt { iv, data });
+        self.cipher
+            .encrypt_with_backend(cbc::CtsEncrypt { iv, data });
         Ok(())
     }
 

@@ -75,7 +75,8 @@ where
 {
     fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let iv = self.prepare(iv, data)?;
-        self.cipher.encrypt_with_backend(cbc::CbcEncrypt { iv, data });
+        self.cipher
+            .encrypt_with_backend(cbc::CbcEncrypt { iv, data });
         Ok(())
     }
     fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
