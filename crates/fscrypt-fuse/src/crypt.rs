@@ -1,0 +1,146 @@
+//! The seam between the filesystem and the `fscrypt` format crate: creating
+//! contexts, building per-inode crypto state (`fscrypt::InodeCrypt`) from a
+//! stored context, and no-key names. Every cryptographic decision lives in
+//! `fscrypt`; this module only adapts types and errors.
+
+use std::sync::Arc;
+
+use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyV2};
+
+use crate::error::{Corruption, Error, Result};
+use crate::layout::CONTEXT_SIZE;
+
+/// Filesystem block size we present to the format layer. A v2 policy with
+/// `log2_data_unit_size == 0` uses this as its data unit size (spec §3.3).
+pub const FS_BLOCK_SIZE: u32 = 4096;
+
+/// The vault's keys: its root policy and (unless the mount is locked) the
+/// master key. Shared read-only by all threads.
+pub struct Keys {
+    policy: PolicyV2,
+    master: Option<MasterKey>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys")
+            .field("policy", &self.policy)
+            .field("master", &self.master.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Which kind of inode a crypto state is for (spec §4.5: contents mode for
+/// regular files, filenames mode for directories and symlinks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Symbolic link.
+    Symlink,
+}
+
+/// Per-inode crypto state; cached in the inode table.
+pub type NodeCrypt = Arc<InodeCrypt>;
+
+impl Keys {
+    /// Keys for a mount of a vault with root `policy`.
+    pub fn new(policy: PolicyV2, master: Option<MasterKey>) -> Keys {
+        Keys { policy, master }
+    }
+
+    /// Whether the master key is present.
+    pub fn unlocked(&self) -> bool {
+        self.master.is_some()
+    }
+
+    /// A fresh context for a new inode: the vault policy plus 16 random bytes
+    /// of nonce (spec §3.2).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the system random generator fails.
+    pub fn new_context(&self) -> Result<[u8; CONTEXT_SIZE]> {
+        let mut nonce = [0u8; 16];
+        random(&mut nonce)?;
+        Ok(context_bytes(&self.policy, nonce))
+    }
+
+    /// Checks that stored context bytes parse and carry the vault's policy
+    /// (the kernel refuses children whose policy differs, spec §3.2).
+    ///
+    /// # Errors
+    /// [`Corruption::BadContext`].
+    pub fn check_context(&self, ctx: &[u8; CONTEXT_SIZE]) -> Result<Context> {
+        let c = Context::parse(ctx).map_err(|_| Error::Corrupt(Corruption::BadContext))?;
+        match c {
+            Context::V2(v2) if v2.policy == self.policy => Ok(c),
+            _ => Err(Error::Corrupt(Corruption::BadContext)),
+        }
+    }
+
+    /// Builds the crypto state of an inode from its stored context.
+    ///
+    /// # Errors
+    /// [`Error::NoKey`] on a locked mount; [`Corruption::BadContext`] if the
+    /// context is not the vault's; [`Error::Crypt`] if key derivation fails.
+    pub fn node_crypt(
+        &self,
+        ctx: &[u8; CONTEXT_SIZE],
+        kind: NodeKind,
+        ino: u64,
+    ) -> Result<NodeCrypt> {
+        let master = self.master.as_ref().ok_or(Error::NoKey)?;
+        let c = self.check_context(ctx)?;
+        let params = InodeParams {
+            file_type: match kind {
+                NodeKind::File => FileType::Regular,
+                NodeKind::Dir => FileType::Directory,
+                NodeKind::Symlink => FileType::Symlink,
+            },
+            ino,
+            fs_uuid: [0u8; 16],
+            fs_block_size: FS_BLOCK_SIZE,
+        };
+        InodeCrypt::new(master, &c, &params)
+            .map(Arc::new)
+            .map_err(|e| Error::Crypt(e.to_string()))
+    }
+
+    /// The data unit size of the vault's files in bytes.
+    pub fn data_unit_size(&self) -> u64 {
+        match self.policy.log2_data_unit_size {
+            0 => FS_BLOCK_SIZE as u64,
+            u => 1u64 << u,
+        }
+    }
+}
+
+/// The 40 context bytes of `policy` with `nonce`.
+pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
+    let c = Context::new(&Policy::V2(*policy), nonce);
+    let b = c.to_bytes();
+    let mut out = [0u8; CONTEXT_SIZE];
+    out.copy_from_slice(&b);
+    out
+}
+
+/// The kernel's no-key name of a ciphertext name as a directory without
+/// hashes presents it (hash = minor_hash = 0, spec §8.1).
+pub fn nokey_name(ciphertext: &[u8]) -> String {
+    fscrypt::nokey::encode(ciphertext, 0, 0).to_string()
+}
+
+/// A parsed no-key name used for lookups on a locked mount.
+pub fn nokey_decode(name: &[u8]) -> Option<fscrypt::nokey::NoKeyName> {
+    fscrypt::nokey::NoKeyName::decode(name).ok()
+}
+
+/// Fills `buf` from the system random generator.
+///
+/// # Errors
+/// [`Error::Io`] if the generator fails.
+pub fn random(buf: &mut [u8]) -> Result<()> {
+    getrandom::fill(buf).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
+}

@@ -1,0 +1,460 @@
+//! The thin `fuser::Filesystem` adapter over [`EncryptedFs`]: converts
+//! arguments, calls the filesystem and replies; errors become errno through
+//! [`crate::Error::errno`] only.
+
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    AccessFlags, Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+
+use crate::error::Error;
+use crate::fs::{Caller, EncryptedFs, SetAttr, SetTime};
+use crate::handles::FileHandle;
+use crate::inodes::{InodeNo, Kind};
+
+/// How long the kernel may cache attributes and names. Every change goes
+/// through this mount, so the kernel's cache stays coherent; a short TTL
+/// bounds staleness if the backing directory is modified behind our back.
+const TTL: Duration = Duration::from_secs(1);
+
+thread_local! {
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The FUSE adapter.
+#[derive(Debug)]
+pub struct FuseAdapter {
+    fs: EncryptedFs,
+}
+
+impl FuseAdapter {
+    /// Wraps a filesystem.
+    pub fn new(fs: EncryptedFs) -> FuseAdapter {
+        FuseAdapter { fs }
+    }
+}
+
+fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+fn ino(i: INodeNo) -> InodeNo {
+    InodeNo(i.0)
+}
+
+fn fh(h: fuser::FileHandle) -> FileHandle {
+    FileHandle(h.0)
+}
+
+fn ftype(k: Kind) -> FileType {
+    match k {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Special => FileType::NamedPipe,
+    }
+}
+
+fn settime(t: Option<TimeOrNow>) -> Option<SetTime> {
+    t.map(|t| match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(s) => SetTime::At(s),
+    })
+}
+
+fn entry(reply: ReplyEntry, r: Result<FileAttr, Error>) {
+    match r {
+        Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn empty(reply: ReplyEmpty, r: Result<(), Error>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+fn xattr_reply(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Error>) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+impl fuser::Filesystem for FuseAdapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Large writes: the kernel caps this at its max_pages (1 MiB by default).
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(ino(parent), name) {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(Error::NotFound) | Err(Error::Sys(rustix::io::Errno::NOENT)) => {
+                // Negative entry: the kernel caches the absence for TTL.
+                reply.error(Errno::ENOENT)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
+        self.fs.forget(ino(i), nlookup);
+    }
+
+    fn getattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: Option<fuser::FileHandle>,
+        reply: ReplyAttr,
+    ) {
+        match self.fs.getattr(ino(i)) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<fuser::FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let a = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: settime(atime),
+            mtime: settime(mtime),
+        };
+        match self.fs.setattr(ino(i), a) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino(i)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        entry(
+            reply,
+            self.fs.mknod(ino(parent), name, mode, rdev, caller(req)),
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        entry(reply, self.fs.mkdir(ino(parent), name, mode, caller(req)));
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.fs.unlink(ino(parent), name));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.fs.rmdir(ino(parent), name));
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        entry(
+            reply,
+            self.fs.symlink(
+                ino(parent),
+                link_name,
+                target.as_os_str().as_bytes(),
+                caller(req),
+            ),
+        );
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        empty(
+            reply,
+            self.fs
+                .rename(ino(parent), name, ino(newparent), newname, flags.bits()),
+        );
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        entry(reply, self.fs.link(ino(i), ino(newparent), newname));
+    }
+
+    fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open(ino(i), flags.0) {
+            Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        READ_BUF.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            match self.fs.read(fh(h), offset, size, &mut buf) {
+                Ok(r) => reply.data(&buf[r]),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(fh(h), offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _fh: fuser::FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.release(fh(h)));
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.fsync(fh(h), datasync));
+    }
+
+    fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.opendir(ino(i)) {
+            Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.fs.readdir(fh(h), offset, |ino, off, kind, name| {
+            reply.add(INodeNo(ino), off, ftype(kind), name)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.releasedir(fh(h)));
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: fuser::FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.fsyncdir(ino(i)));
+    }
+
+    fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.setxattr(ino(i), name, value, flags));
+    }
+
+    fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        xattr_reply(reply, size, self.fs.getxattr(ino(i), name, size));
+    }
+
+    fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        xattr_reply(reply, size, self.fs.listxattr(ino(i)));
+    }
+
+    fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.fs.removexattr(ino(i), name));
+    }
+
+    fn access(&self, _req: &Request, _i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // Permission checks are the kernel's (default_permissions).
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.fs.create(ino(parent), name, mode, flags, caller(req)) {
+            Ok((a, h)) => reply.created(
+                &TTL,
+                &a,
+                Generation(0),
+                fuser::FileHandle(h.0),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.fs.fallocate(fh(h), offset, length, mode));
+    }
+}

@@ -1,0 +1,461 @@
+//! The backing-store layout: file headers, directory metadata files, backing
+//! names (base64url of the ciphertext, long-name scheme), symlink encoding and
+//! the offset arithmetic between plaintext offsets and backing offsets.
+//!
+//! This module owns the *bytes* of the vault format (documented in
+//! `docs/vault-format.md`); it does no I/O and no cryptography beyond hashing
+//! long names. Everything cryptographic comes from the `fscrypt` crate.
+
+use crate::error::{Corruption, Error};
+
+/// Size in bytes of the region at the start of every backing regular file that
+/// holds the [`Header`]. Data unit `i` is stored at backing offset
+/// `HEADER_SIZE + i * data_unit_size`. 4096 is a multiple of every data unit
+/// size a v2 policy allows (512..=4096, spec §3.3), so data units stay aligned
+/// with backing filesystem blocks and holes stay holes.
+pub const HEADER_SIZE: u64 = 4096;
+
+/// Number of meaningful header bytes (the rest of [`HEADER_SIZE`] is zero).
+pub const HEADER_USED: usize = 72;
+
+/// Magic bytes at offset 0 of every header.
+pub const MAGIC: [u8; 8] = *b"FSCRYPT\0";
+
+/// Header format version written by this implementation.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Name of the metadata file holding a directory's context, inside its backing
+/// directory. Contains a `.`, which the base64url alphabet lacks, so it can never
+/// collide with an encrypted name.
+pub const DIR_META_NAME: &str = "fscrypt.dir";
+
+/// Prefix of a long-name backing entry: `fscrypt.long.` + base64url(SHA-256(ciphertext)).
+pub const LONG_PREFIX: &str = "fscrypt.long.";
+
+/// Suffix of the side file holding a long name's full ciphertext.
+pub const LONG_NAME_SUFFIX: &str = ".name";
+
+/// Prefix of temporary names used while creating directories atomically.
+pub const TMP_PREFIX: &str = "fscrypt.tmp.";
+
+/// Length of a fscrypt v2 context in bytes (spec §3.2).
+pub const CONTEXT_SIZE: usize = 40;
+
+/// Longest backing name we produce (NAME_MAX of Linux filesystems).
+pub const NAME_MAX: usize = 255;
+
+/// Longest symlink target stored in a backing symlink (PATH_MAX − 1).
+pub const BACKING_SYMLINK_MAX: usize = 4095;
+
+/// What a header describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderKind {
+    /// A regular file's header (at offset 0 of the backing file).
+    File = 1,
+    /// A directory's metadata file ([`DIR_META_NAME`]).
+    Directory = 2,
+}
+
+/// The parsed header of a backing regular file or directory metadata file.
+///
+/// Byte layout (all integers little endian):
+///
+/// | off | size | field |
+/// |----:|-----:|-------|
+/// | 0   | 8    | magic `"FSCRYPT\0"` |
+/// | 8   | 1    | format version = 1 |
+/// | 9   | 1    | kind: 1 = regular file, 2 = directory |
+/// | 10  | 2    | header region size in bytes (4096 for files, 72 for directories) |
+/// | 12  | 4    | reserved, zero |
+/// | 16  | 40   | `fscrypt_context_v2` (spec §3.2), nonce at 40..56 |
+/// | 56  | 8    | plaintext size in bytes (files; 0 for directories) |
+/// | 64  | 8    | first 8 bytes of SHA-256 over bytes 0..64 |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// What the header belongs to.
+    pub kind: HeaderKind,
+    /// The raw 40-byte v2 context.
+    pub context: [u8; CONTEXT_SIZE],
+    /// Plaintext size in bytes (files only).
+    pub size: u64,
+}
+
+impl Header {
+    /// Serializes the header into its [`HEADER_USED`] bytes.
+    pub fn to_bytes(&self) -> [u8; HEADER_USED] {
+        let mut b = [0u8; HEADER_USED];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8] = FORMAT_VERSION;
+        b[9] = self.kind as u8;
+        let region: u16 = match self.kind {
+            HeaderKind::File => HEADER_SIZE as u16,
+            HeaderKind::Directory => HEADER_USED as u16,
+        };
+        b[10..12].copy_from_slice(&region.to_le_bytes());
+        b[16..56].copy_from_slice(&self.context);
+        b[56..64].copy_from_slice(&self.size.to_le_bytes());
+        let sum = checksum(&b[0..64]);
+        b[64..72].copy_from_slice(&sum);
+        b
+    }
+
+    /// The 16 bytes at offset 56 (size + checksum) for an in-place size update.
+    pub fn size_update_bytes(&self) -> [u8; 16] {
+        let b = self.to_bytes();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&b[56..72]);
+        out
+    }
+
+    /// Parses a header.
+    ///
+    /// # Errors
+    /// [`Corruption`] describing the first rule broken: short input, bad magic,
+    /// unknown version or kind, wrong region size, non-zero reserved bytes or a
+    /// checksum mismatch.
+    pub fn parse(b: &[u8], expect: HeaderKind) -> Result<Header, Corruption> {
+        if b.len() < HEADER_USED {
+            return Err(Corruption::ShortHeader);
+        }
+        if b[0..8] != MAGIC {
+            return Err(Corruption::BadMagic);
+        }
+        if b[8] != FORMAT_VERSION {
+            return Err(Corruption::UnknownVersion(b[8]));
+        }
+        let kind = match b[9] {
+            1 => HeaderKind::File,
+            2 => HeaderKind::Directory,
+            k => return Err(Corruption::UnknownKind(k)),
+        };
+        if kind != expect {
+            return Err(Corruption::UnknownKind(b[9]));
+        }
+        let region = u16::from_le_bytes([b[10], b[11]]);
+        let want = match kind {
+            HeaderKind::File => HEADER_SIZE as u16,
+            HeaderKind::Directory => HEADER_USED as u16,
+        };
+        if region != want || b[12..16] != [0u8; 4] {
+            return Err(Corruption::BadHeaderField);
+        }
+        if checksum(&b[0..64]) != b[64..72] {
+            return Err(Corruption::BadChecksum);
+        }
+        let mut context = [0u8; CONTEXT_SIZE];
+        context.copy_from_slice(&b[16..56]);
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&b[56..64]);
+        Ok(Header {
+            kind,
+            context,
+            size: u64::from_le_bytes(size),
+        })
+    }
+}
+
+fn checksum(b: &[u8]) -> [u8; 8] {
+    let h = sha256(b);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&h[..8]);
+    out
+}
+
+/// Backing offset of data unit `index`.
+#[inline]
+pub fn unit_offset(index: u64, du: u64) -> u64 {
+    HEADER_SIZE + index * du
+}
+
+/// Backing file length that holds exactly the units covering `size` plaintext bytes.
+#[inline]
+pub fn backing_len_for(size: u64, du: u64) -> u64 {
+    HEADER_SIZE + size.div_ceil(du) * du
+}
+
+// ---------------------------------------------------------------------------
+// base64url (RFC 4648 §5, no padding, MSB-first) — the alphabet of the kernel's
+// current no-key names (spec §8.1).
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Encoded length of `n` bytes: `ceil(4n/3)`.
+#[inline]
+pub const fn b64_len(n: usize) -> usize {
+    (n * 4).div_ceil(3)
+}
+
+/// Encodes `src` into `dst`, returning the number of characters written.
+/// `dst` must hold at least [`b64_len`]`(src.len())` bytes.
+pub fn b64_encode(src: &[u8], dst: &mut [u8]) -> usize {
+    let mut o = 0;
+    let mut acc: u32 = 0;
+    let mut bits = 0u32;
+    for &byte in src {
+        acc = (acc << 8) | byte as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            dst[o] = B64[((acc >> bits) & 63) as usize];
+            o += 1;
+        }
+    }
+    if bits > 0 {
+        dst[o] = B64[((acc << (6 - bits)) & 63) as usize];
+        o += 1;
+    }
+    o
+}
+
+/// Decodes base64url `src` into `dst`, returning the number of bytes written.
+/// Rejects characters outside the alphabet, impossible lengths and non-zero
+/// leftover bits (so every byte string has exactly one encoding).
+pub fn b64_decode(src: &[u8], dst: &mut [u8]) -> Option<usize> {
+    if src.len() % 4 == 1 {
+        return None;
+    }
+    let mut o = 0;
+    let mut acc: u32 = 0;
+    let mut bits = 0u32;
+    for &c in src {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        } as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            *dst.get_mut(o)? = (acc >> bits) as u8;
+            o += 1;
+        }
+    }
+    if bits > 0 && acc & ((1 << bits) - 1) != 0 {
+        return None;
+    }
+    Some(o)
+}
+
+/// A backing name built from a ciphertext name: either the plain base64url
+/// encoding, or a long name whose side file holds the ciphertext.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackingName {
+    /// The name of the backing entry.
+    pub name: String,
+    /// Whether this is a long name (`fscrypt.long.<hash>`), needing a side file
+    /// `<name>.name` that holds the raw ciphertext.
+    pub long: bool,
+}
+
+impl BackingName {
+    /// Builds the backing name of a ciphertext name (1..=255 bytes).
+    pub fn from_ciphertext(ct: &[u8]) -> BackingName {
+        let mut buf = [0u8; 512];
+        if b64_len(ct.len()) <= NAME_MAX {
+            let n = b64_encode(ct, &mut buf);
+            BackingName {
+                name: String::from_utf8_lossy(&buf[..n]).into_owned(),
+                long: false,
+            }
+        } else {
+            let h = sha256(ct);
+            let n = b64_encode(&h, &mut buf);
+            let mut name = String::with_capacity(LONG_PREFIX.len() + n);
+            name.push_str(LONG_PREFIX);
+            name.push_str(&String::from_utf8_lossy(&buf[..n]));
+            BackingName { name, long: true }
+        }
+    }
+
+    /// Name of the long-name side file.
+    pub fn side_file(&self) -> String {
+        format!("{}{}", self.name, LONG_NAME_SUFFIX)
+    }
+}
+
+/// What a directory entry in a backing directory is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum EntryName {
+    /// A regular encrypted name; carries the decoded ciphertext.
+    Short(Vec<u8>),
+    /// A long name; the ciphertext is in the side file.
+    Long,
+    /// Our own metadata (directory context, long-name side file, temporary):
+    /// never shown to the user.
+    Internal,
+    /// A name that is none of the above: corrupt or foreign.
+    Invalid,
+}
+
+/// Classifies a backing directory entry name.
+pub fn classify(name: &[u8]) -> EntryName {
+    if name == b"." || name == b".." {
+        return EntryName::Internal;
+    }
+    if let Some(rest) = name.strip_prefix(LONG_PREFIX.as_bytes()) {
+        if rest.len() == 43 && !rest.contains(&b'.') {
+            return EntryName::Long;
+        }
+        return EntryName::Internal;
+    }
+    if name.starts_with(b"fscrypt.") {
+        return EntryName::Internal;
+    }
+    let mut buf = [0u8; 256];
+    match b64_decode(name, &mut buf) {
+        Some(n) if n >= 16 => EntryName::Short(buf[..n].to_vec()),
+        _ => EntryName::Invalid,
+    }
+}
+
+/// Validates a long-name side file's content against the entry name's hash.
+///
+/// # Errors
+/// [`Error::Corrupt`] when the content is empty, longer than 255 bytes or does
+/// not hash to the name.
+pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Error> {
+    if ct.len() < 16 || ct.len() > NAME_MAX {
+        return Err(Error::Corrupt(Corruption::BadLongName));
+    }
+    if BackingName::from_ciphertext(ct).name != entry {
+        return Err(Error::Corrupt(Corruption::BadLongName));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Symlinks: a backing symlink whose target is base64url(context ‖ blob), where
+// blob is the kernel's `fscrypt_symlink_data` (spec §7.4) including its NUL.
+
+/// Largest `fscrypt_symlink_data` blob (2 + L + 1 bytes) so that the encoded
+/// backing target fits [`BACKING_SYMLINK_MAX`]: `b64_len(40 + blob) ≤ 4095`
+/// → `40 + blob ≤ 3071` → `blob ≤ 3031`, i.e. ciphertext `L ≤ 3028` (the
+/// kernel on ext4 with 4 KiB blocks allows `L ≤ 4093`).
+pub const SYMLINK_MAX_BLOB: usize = 3031;
+
+/// Encodes a symlink's context and blob into a backing target.
+pub fn encode_symlink(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> String {
+    let mut raw = Vec::with_capacity(CONTEXT_SIZE + blob.len());
+    raw.extend_from_slice(context);
+    raw.extend_from_slice(blob);
+    let mut out = vec![0u8; b64_len(raw.len())];
+    let n = b64_encode(&raw, &mut out);
+    out.truncate(n);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Decodes a backing symlink target into (context, blob).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the target is not base64url or too short.
+pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Error> {
+    let mut raw = vec![0u8; target.len()];
+    let n = b64_decode(target, &mut raw).ok_or(Error::Corrupt(Corruption::BadSymlink))?;
+    if n < CONTEXT_SIZE + 3 {
+        return Err(Error::Corrupt(Corruption::BadSymlink));
+    }
+    let mut ctx = [0u8; CONTEXT_SIZE];
+    ctx.copy_from_slice(&raw[..CONTEXT_SIZE]);
+    Ok((ctx, raw[CONTEXT_SIZE..n].to_vec()))
+}
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b64_roundtrip_all_lengths() {
+        for n in 0..200usize {
+            let src: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
+            let mut enc = [0u8; 300];
+            let e = b64_encode(&src, &mut enc);
+            assert_eq!(e, b64_len(n));
+            assert!(!enc[..e].contains(&b'.'));
+            let mut dec = [0u8; 300];
+            let d = b64_decode(&enc[..e], &mut dec).unwrap();
+            assert_eq!(&dec[..d], &src[..]);
+        }
+    }
+
+    #[test]
+    fn b64_known_answer_and_rejects() {
+        let mut out = [0u8; 16];
+        let n = b64_encode(b"\xfb\xff\xbf", &mut out);
+        assert_eq!(&out[..n], b"-_-_");
+        let n = b64_encode(b"foob", &mut out);
+        assert_eq!(&out[..n], b"Zm9vYg");
+        let mut dec = [0u8; 16];
+        assert_eq!(
+            b64_decode(b"Zm9vYh", &mut dec),
+            None,
+            "non-zero leftover bits"
+        );
+        assert_eq!(b64_decode(b"Zm9v=", &mut dec), None);
+        assert_eq!(b64_decode(b"Z", &mut dec), None);
+    }
+
+    #[test]
+    fn name_lengths_and_long_names() {
+        assert_eq!(b64_len(191), 255);
+        assert_eq!(b64_len(192), 256);
+        let short = BackingName::from_ciphertext(&[7u8; 191]);
+        assert!(!short.long && short.name.len() == 255);
+        let long = BackingName::from_ciphertext(&[7u8; 192]);
+        assert!(long.long);
+        assert_eq!(classify(long.name.as_bytes()), EntryName::Long);
+        assert_eq!(classify(long.side_file().as_bytes()), EntryName::Internal);
+        assert_eq!(classify(DIR_META_NAME.as_bytes()), EntryName::Internal);
+        check_long_ciphertext(&long.name, &[7u8; 192]).unwrap();
+        assert!(check_long_ciphertext(&long.name, &[8u8; 192]).is_err());
+        assert!(matches!(classify(short.name.as_bytes()), EntryName::Short(c) if c == [7u8; 191]));
+        assert_eq!(classify(b"plain-name"), EntryName::Invalid);
+    }
+
+    #[test]
+    fn header_roundtrip_and_corruption() {
+        let h = Header {
+            kind: HeaderKind::File,
+            context: [3u8; 40],
+            size: 123_456_789,
+        };
+        let b = h.to_bytes();
+        assert_eq!(Header::parse(&b, HeaderKind::File).unwrap(), h);
+        assert!(Header::parse(&b, HeaderKind::Directory).is_err());
+        assert!(Header::parse(&b[..71], HeaderKind::File).is_err());
+        for i in 0..HEADER_USED {
+            let mut c = b;
+            c[i] ^= 0x40;
+            assert!(Header::parse(&c, HeaderKind::File).is_err(), "byte {i}");
+        }
+        let mut c = b;
+        c[56..72].copy_from_slice(
+            &Header {
+                size: 5,
+                ..h.clone()
+            }
+            .size_update_bytes(),
+        );
+        assert_eq!(Header::parse(&c, HeaderKind::File).unwrap().size, 5);
+    }
+
+    #[test]
+    fn symlink_roundtrip() {
+        let ctx = [9u8; 40];
+        let blob = vec![1u8; SYMLINK_MAX_BLOB];
+        let t = encode_symlink(&ctx, &blob);
+        assert!(t.len() <= BACKING_SYMLINK_MAX);
+        let (c, b) = decode_symlink(t.as_bytes()).unwrap();
+        assert_eq!(c, ctx);
+        assert_eq!(b, blob);
+        assert!(decode_symlink(b"a.b").is_err());
+    }
+}

@@ -1,0 +1,97 @@
+//! The backing store holds exactly the kernel's ciphertext (issue 5 §3): data
+//! unit i after the header equals what `fscrypt::InodeCrypt` (the kernel's
+//! construction, as ext4 stores it) produces for the file's stored context;
+//! names are the base64url of the kernel's filename ciphertext; symlinks hold
+//! the kernel's `fscrypt_symlink_data`.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+
+use common::{Vault, fuse_available, master};
+use fscrypt::{Context, FileType, InodeCrypt, InodeParams, nokey};
+use fscrypt_fuse::layout::{self, HEADER_SIZE, Header, HeaderKind};
+
+fn crypt_of(ctx: &[u8], kind: FileType, ino: u64) -> InodeCrypt {
+    let c = Context::parse(ctx).expect("stored context parses");
+    InodeCrypt::new(
+        &master(),
+        &c,
+        &InodeParams {
+            file_type: kind,
+            ino,
+            fs_uuid: [0u8; 16],
+            fs_block_size: 4096,
+        },
+    )
+    .expect("inode crypt")
+}
+
+#[test]
+fn backing_bytes_are_the_kernel_ciphertext() {
+    if !fuse_available("backing_bytes_are_the_kernel_ciphertext") {
+        return;
+    }
+    let v = Vault::new("format");
+    let plain: Vec<u8> = (0..3 * 4096 + 1000).map(|i| (i % 253) as u8).collect();
+    fs::write(v.p("data.bin"), &plain).unwrap();
+    std::os::unix::fs::symlink("some/target/path", v.p("sym")).unwrap();
+
+    let root_meta = fs::read(v.backing.path().join(layout::DIR_META_NAME)).unwrap();
+    let root_hdr = Header::parse(&root_meta, HeaderKind::Directory).unwrap();
+    let root_ino = fs::metadata(v.backing.path()).unwrap().ino();
+    let dir_crypt = crypt_of(&root_hdr.context, FileType::Directory, root_ino);
+
+    // Names: base64url(kernel filename ciphertext).
+    let ct = dir_crypt.encrypt_filename(b"data.bin").unwrap();
+    let bname = layout::BackingName::from_ciphertext(&ct);
+    assert!(!bname.long);
+    let backing_file = v.backing.path().join(&bname.name);
+    let raw = fs::read(&backing_file).expect("backing file under the encrypted name");
+
+    // Header: context of the vault policy, plaintext size.
+    let hdr = Header::parse(&raw, HeaderKind::File).unwrap();
+    assert_eq!(hdr.size, plain.len() as u64);
+    match Context::parse(&hdr.context).unwrap() {
+        Context::V2(c) => assert_eq!(c.policy, v.policy),
+        other => panic!("unexpected context {other:?}"),
+    }
+    let file_crypt = crypt_of(
+        &hdr.context,
+        FileType::Regular,
+        fs::metadata(&backing_file).unwrap().ino(),
+    );
+
+    // Contents: unit i after the header is the kernel's ciphertext of unit i
+    // (last unit zero-padded, as ext4 stores it).
+    let du = 4096usize;
+    assert_eq!(raw.len() as u64, HEADER_SIZE + 4 * du as u64);
+    for i in 0..4usize {
+        let mut unit = vec![0u8; du];
+        let end = ((i + 1) * du).min(plain.len());
+        unit[..end - i * du].copy_from_slice(&plain[i * du..end]);
+        file_crypt.encrypt_data_units(i as u64, &mut unit).unwrap();
+        let stored = &raw[HEADER_SIZE as usize + i * du..HEADER_SIZE as usize + (i + 1) * du];
+        assert_eq!(stored, &unit[..], "data unit {i}");
+    }
+
+    // Symlink: base64url(context ‖ fscrypt_symlink_data).
+    let sct = dir_crypt.encrypt_filename(b"sym").unwrap();
+    let sname = layout::BackingName::from_ciphertext(&sct);
+    let target = fs::read_link(v.backing.path().join(&sname.name)).unwrap();
+    let (sctx, blob) = layout::decode_symlink(target.as_os_str().as_encoded_bytes()).unwrap();
+    let sym_crypt = crypt_of(&sctx, FileType::Symlink, 0);
+    assert_eq!(
+        sym_crypt.decrypt_symlink(&blob).unwrap(),
+        b"some/target/path"
+    );
+
+    // The no-key name a locked mount shows is the kernel's for this ciphertext.
+    let nk = nokey::encode(&ct, 0, 0).to_string();
+    assert!(
+        nokey::NoKeyName::decode(nk.as_bytes())
+            .unwrap()
+            .matches(&ct)
+    );
+}

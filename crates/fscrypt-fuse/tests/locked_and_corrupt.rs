@@ -1,0 +1,206 @@
+//! Real-mount tests of the locked mount (issue 5 §5: no-key names, ENOKEY)
+//! and of robustness against corrupt backing content (issue 5 §6).
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use common::{Vault, fuse_available};
+
+macro_rules! need_fuse {
+    () => {
+        if !fuse_available(module_path!()) {
+            return;
+        }
+    };
+}
+
+#[track_caller]
+fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> Option<i32> {
+    r.unwrap_err().raw_os_error()
+}
+
+/// Backing entries of a backing directory that are user entries (no '.').
+fn backing_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().contains('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn locked_mount_has_kernel_semantics() {
+    need_fuse!();
+    let mut v = Vault::new("locked");
+    fs::write(v.p("file"), b"secret contents").unwrap();
+    fs::create_dir(v.p("dir")).unwrap();
+    fs::create_dir(v.p("empty")).unwrap();
+    fs::write(v.p("dir/inner"), b"inner").unwrap();
+    std::os::unix::fs::symlink("file", v.p("link")).unwrap();
+    fs::write(v.p(&"n".repeat(200)), b"long name").unwrap();
+    v.remount(false);
+
+    let names: Vec<String> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 5);
+    for n in &names {
+        assert!(!["file", "dir", "empty", "link"].contains(&n.as_str()));
+        assert!(
+            fscrypt::nokey::NoKeyName::decode(n.as_bytes()).is_ok(),
+            "not a no-key name: {n}"
+        );
+        // Lookup by the no-key name works; stat works.
+        let m = fs::symlink_metadata(v.p(n)).unwrap();
+        if m.is_file() {
+            assert!(m.len() == 15 || m.len() == 9);
+            // Contents need the key.
+            assert_eq!(errno(File::open(v.p(n))), Some(libc::ENOKEY));
+            assert_eq!(
+                errno(OpenOptions::new().write(true).open(v.p(n))),
+                Some(libc::ENOKEY)
+            );
+        }
+        if m.file_type().is_symlink() {
+            let t = fs::read_link(v.p(n)).unwrap();
+            assert_eq!(
+                m.len(),
+                t.as_os_str().len() as u64,
+                "symlink st_size = presented target length"
+            );
+            assert_ne!(t.to_str(), Some("file"));
+        }
+    }
+    // Creating entries needs the key.
+    assert_eq!(errno(File::create(v.p("new"))), Some(libc::ENOKEY));
+    assert_eq!(errno(fs::create_dir(v.p("newdir"))), Some(libc::ENOKEY));
+    assert_eq!(
+        errno(std::os::unix::fs::symlink("x", v.p("newlink"))),
+        Some(libc::ENOKEY)
+    );
+    // Renames need the key (spec §8.1, as the kernel).
+    assert_eq!(
+        errno(fs::rename(
+            v.p(&names[0]),
+            v.p("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+        )),
+        Some(libc::ENOKEY)
+    );
+    // Deletion works: the directory "dir" holds one entry, "empty" none.
+    let mut dirs: Vec<&String> = names
+        .iter()
+        .filter(|n| fs::symlink_metadata(v.p(n)).unwrap().is_dir())
+        .collect();
+    dirs.sort_by_key(|n| fs::read_dir(v.p(n)).unwrap().count());
+    let (empty, full) = (dirs[0].clone(), dirs[1].clone());
+    let inner: Vec<String> = fs::read_dir(v.p(&full))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(inner.len(), 1);
+    assert_eq!(errno(fs::remove_dir(v.p(&full))), Some(libc::ENOTEMPTY));
+    fs::remove_file(v.p(&format!("{full}/{}", inner[0]))).unwrap();
+    fs::remove_dir(v.p(&full)).unwrap();
+    fs::remove_dir(v.p(&empty)).unwrap();
+    for n in &names {
+        if let Ok(m) = fs::symlink_metadata(v.p(n))
+            && m.len() == 9
+        {
+            fs::remove_file(v.p(n)).unwrap(); // the long-named file
+        }
+    }
+    // With the key again: what is left is intact.
+    v.remount(true);
+    let mut left: Vec<String> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["file", "link"]);
+    assert_eq!(fs::read(v.p("link")).unwrap(), b"secret contents");
+    // No orphan side files of the deleted long name remain.
+    let internal: Vec<_> = fs::read_dir(v.backing.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains('.'))
+        .collect();
+    assert_eq!(internal, ["fscrypt.dir"]);
+}
+
+#[test]
+fn corrupt_backing_objects_give_eio_and_the_mount_stays_up() {
+    need_fuse!();
+    let mut v = Vault::new("corrupt");
+    for name in ["a-short-header", "b-bad-checksum", "c-bad-length", "d-good"] {
+        fs::write(v.p(name), vec![b'x'; 5000]).unwrap();
+    }
+    fs::create_dir(v.p("e-dir")).unwrap();
+    fs::write(v.p("e-dir/inner"), b"i").unwrap();
+    std::os::unix::fs::symlink("target", v.p("f-link")).unwrap();
+    // Map plaintext names to backing paths by inode number.
+    let mut by_ino = std::collections::HashMap::new();
+    for b in backing_entries(v.backing.path()) {
+        by_ino.insert(fs::symlink_metadata(&b).unwrap().ino(), b);
+    }
+    let backing_of = |name: &str| by_ino[&fs::symlink_metadata(v.p(name)).unwrap().ino()].clone();
+    let a = backing_of("a-short-header");
+    let b = backing_of("b-bad-checksum");
+    let c = backing_of("c-bad-length");
+    let e = backing_of("e-dir");
+    let f = backing_of("f-link");
+    v.mount.take().unwrap().unmount().unwrap();
+
+    OpenOptions::new()
+        .write(true)
+        .open(&a)
+        .unwrap()
+        .set_len(30)
+        .unwrap();
+    let mut bytes = fs::read(&b).unwrap();
+    bytes[60] ^= 1;
+    fs::write(&b, bytes).unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&c)
+        .unwrap()
+        .write_all(b"junk!")
+        .unwrap();
+    let meta = e.join("fscrypt.dir");
+    let mut m = fs::read(&meta).unwrap();
+    m[20] ^= 0xff;
+    fs::write(&meta, m).unwrap();
+    fs::remove_file(&f).unwrap();
+    std::os::unix::fs::symlink("not base64!", &f).unwrap();
+    // A foreign name and an undecryptable one.
+    fs::write(v.backing.path().join("AAAA"), b"junk").unwrap();
+    v.remount(true);
+
+    for name in ["a-short-header", "b-bad-checksum", "c-bad-length"] {
+        let r = fs::read(v.p(name));
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EIO), "{name}");
+    }
+    assert_eq!(
+        errno(fs::read_dir(v.p("e-dir")).and_then(|d| d.collect::<Result<Vec<_>, _>>())),
+        Some(libc::EIO)
+    );
+    assert_eq!(errno(fs::read_link(v.p("f-link"))), Some(libc::EIO));
+    // The rest of the mount keeps working.
+    assert_eq!(fs::read(v.p("d-good")).unwrap(), vec![b'x'; 5000]);
+    let names: Vec<String> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.contains(&"d-good".to_string()));
+    assert!(!names.iter().any(|n| n == "AAAA"));
+    fs::write(v.p("after"), b"still up").unwrap();
+    assert_eq!(fs::read(v.p("after")).unwrap(), b"still up");
+    // Damaged files can still be deleted.
+    fs::remove_file(v.p("c-bad-length")).unwrap();
+}
