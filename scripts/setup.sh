@@ -8,6 +8,10 @@ command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v debugfs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
 command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
+# mkfs.ext4 (e2fsprogs), losetup/mount and setpriv (util-linux, for the
+# multi-user remove-key test) are used by the kernel tests.
+command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""
@@ -17,6 +21,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# Loop devices for the kernel tests (a module on some kernels).
+[ -e /dev/loop-control ] || modprobe loop 2>/dev/null || true
 # FUSE's kernel module (built in on most kernels; load it when it is a module).
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
 # pjdfstest 0.2.2 (the POSIX suite run against the FUSE mount by

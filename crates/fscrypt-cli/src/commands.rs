@@ -1,6 +1,19 @@
 //! One module per subcommand: each has an `Args` struct (clap) and an
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
+pub mod add_key;
+pub mod bench;
 pub mod crypt;
+pub mod generate_key;
+pub mod get_policy;
+pub mod import_key;
+pub mod kernel;
 pub mod kernel_crypto;
+pub mod key_status;
+pub mod nonce;
+pub mod prepare_key;
 pub mod providers;
+pub mod remove_key;
+pub mod set_policy;
+pub mod status;
+pub mod verify;

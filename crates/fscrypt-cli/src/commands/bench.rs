@@ -1,0 +1,371 @@
+//! `fscrypt-rs bench`: the algorithm table that decided fscrypt's crypto
+//! policy, measured on this machine for every registered implementation.
+//!
+//! Measurement lives in [`crate::bench`]; this module picks the options,
+//! drives a progress bar on stderr and prints a table or JSON.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::bench::{self, ImplementationResult, OpResult, OpensslReference, Options};
+
+/// Arguments of `fscrypt-rs bench`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// A few seconds in total (for CI): short warm-up, 3 short runs.
+    #[arg(long)]
+    pub quick: bool,
+    /// Data unit size in bytes for the contents rows (multiple of 16, 16..=65536).
+    #[arg(long, default_value_t = 4096, value_name = "BYTES")]
+    pub data_unit_size: usize,
+    /// Timed runs per measurement (default 7, or 3 with --quick).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Skip the `openssl speed` reference row.
+    #[arg(long)]
+    pub no_openssl: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    data_unit_size: usize,
+    runs: usize,
+    warmup_ms: u128,
+    run_ms: u128,
+    threads: usize,
+    allocation_counting: bool,
+    hkdf_per_file_key: Option<OpResult>,
+    implementations: Vec<ImplementationResult>,
+    raw_awslc_xts_encrypt: Option<OpResult>,
+    openssl: Option<OpensslReference>,
+}
+
+/// Runs `fscrypt-rs bench`.
+///
+/// # Errors
+/// A bad `--data-unit-size`, or stdout failing.
+pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let dus = args.data_unit_size;
+    if !(16..=65536).contains(&dus) || !dus.is_multiple_of(16) {
+        bail!("--data-unit-size must be a multiple of 16 between 16 and 65536, got {dus}");
+    }
+    let mut opts = if args.quick {
+        Options::quick(dus, crate::allocations)
+    } else {
+        Options::full(dus, crate::allocations)
+    };
+    if let Some(r) = args.runs {
+        if r == 0 {
+            bail!("--runs must be at least 1");
+        }
+        opts.runs = r;
+    }
+    let reg = bench::default_registry();
+    let plan = bench::plan(reg);
+    let total: u64 = plan
+        .iter()
+        .map(|(imp, _, _)| bench::steps(&opts, imp.algorithm))
+        .sum::<u64>()
+        + 2;
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("{prefix:>34} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+
+    pb.set_prefix("HKDF-SHA512");
+    // The per-file key of the largest mode (AES-256-XTS, 64 bytes).
+    let hkdf = bench::measure_hkdf(&opts, 64).ok();
+    pb.inc(1);
+    let hkdf_ns = hkdf.as_ref().map(|h| h.ns.median);
+
+    let mut rows = Vec::with_capacity(plan.len());
+    for (imp, verdict, self_test) in &plan {
+        pb.set_prefix(format!("{} {}", imp.algorithm.name(), imp.name));
+        let r =
+            bench::measure_implementation(&opts, imp, verdict, self_test.clone(), hkdf_ns, |m| {
+                pb.set_message(m.to_owned());
+                pb.inc(1);
+            });
+        rows.push(r);
+    }
+    pb.set_prefix("raw aws-lc EVP_aes_256_xts");
+    let raw = bench::measure_raw_awslc_xts(&opts).ok();
+    pb.inc(1);
+    let openssl = if args.no_openssl {
+        None
+    } else {
+        pb.set_prefix("openssl speed");
+        pb.set_message("");
+        bench::openssl_reference(dus, if args.quick { 1 } else { 3 })
+    };
+    pb.finish_and_clear();
+
+    let report = Report {
+        data_unit_size: dus,
+        runs: opts.runs,
+        warmup_ms: opts.warmup.as_millis(),
+        run_ms: opts.run_time.as_millis(),
+        threads: 1,
+        allocation_counting: crate::allocations().is_some(),
+        hkdf_per_file_key: hkdf,
+        implementations: rows,
+        raw_awslc_xts_encrypt: raw,
+        openssl,
+    };
+    let text = if args.json {
+        let mut v = serde_json::to_value(&report).context("serializing the report")?;
+        v["selected"] = json!(
+            report
+                .implementations
+                .iter()
+                .filter(|r| r.selected)
+                .map(|r| (r.algorithm, r.implementation))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        );
+        let mut s = serde_json::to_string_pretty(&v).context("serializing the report")?;
+        s.push('\n');
+        s
+    } else {
+        render(&report)
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mbps(o: &Option<OpResult>) -> String {
+    match o {
+        Some(o) => format!(
+            "{:.0} ({:.0}..{:.0})",
+            o.mb_per_s.median, o.mb_per_s.min, o.mb_per_s.max
+        ),
+        None => "-".into(),
+    }
+}
+
+fn allocs(v: Option<f64>) -> String {
+    match v {
+        Some(a) if a == a.trunc() => format!("{a:.0}"),
+        Some(a) => format!("{a:.2}"),
+        None => "?".into(),
+    }
+}
+
+fn table(head: &[String], rows: &[Vec<String>]) -> String {
+    let w: Vec<usize> = (0..head.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([head[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    let line = |s: &mut String, cells: &[String]| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&w)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(s, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut s, head);
+    line(
+        &mut s,
+        &w.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+    );
+    for r in rows {
+        line(&mut s, r);
+    }
+    s
+}
+
+fn render(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "fscrypt-rs bench: single thread, data unit {} bytes; {} timed runs of ~{} ms after {} ms \
+         warm-up; median (min..max). MB/s = 10^6 bytes/s.",
+        r.data_unit_size, r.runs, r.run_ms, r.warmup_ms
+    );
+    let _ = writeln!(
+        s,
+        "Selection: highest priority among implementations without a refused property \
+         (asynchronous, allocates_per_request, offload) that passed their self-test.\n"
+    );
+    let _ = writeln!(s, "Contents (one data unit per call):");
+    let head: Vec<String> = [
+        "algorithm",
+        "implementation",
+        "prio",
+        "props",
+        "self-test",
+        "selection",
+        "encrypt MB/s",
+        "decrypt MB/s",
+        "allocs/op",
+        "key setup ns",
+    ]
+    .map(String::from)
+    .to_vec();
+    let key_setup = |i: &ImplementationResult| match (&i.key_schedule, i.per_file_key_setup_ns) {
+        (Some(k), Some(total)) => format!(
+            "{total:.0} (sched {:.0}, {} allocs)",
+            k.ns.median,
+            allocs(k.allocs_per_call)
+        ),
+        (Some(k), None) => format!(
+            "sched {:.0}, {} allocs",
+            k.ns.median,
+            allocs(k.allocs_per_call)
+        ),
+        _ => "-".into(),
+    };
+    let rows: Vec<Vec<String>> = r
+        .implementations
+        .iter()
+        .filter(|i| i.used_for_contents)
+        .map(|i| {
+            let a = i
+                .encrypt
+                .as_ref()
+                .and_then(|o| o.allocs_per_call)
+                .into_iter()
+                .chain(i.decrypt.as_ref().and_then(|o| o.allocs_per_call))
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            vec![
+                i.algorithm.to_owned(),
+                format!("{}{}", i.implementation, if i.selected { " *" } else { "" }),
+                i.priority.to_string(),
+                i.properties.clone(),
+                i.self_test.clone(),
+                i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+                mbps(&i.encrypt),
+                mbps(&i.decrypt),
+                allocs(a),
+                key_setup(i),
+            ]
+        })
+        .collect();
+    s.push_str(&table(&head, &rows));
+
+    let sizes: Vec<usize> = r
+        .implementations
+        .iter()
+        .flat_map(|i| i.names.iter().map(|n| n.len))
+        .fold(Vec::new(), |mut v, l| {
+            if !v.contains(&l) {
+                v.push(l);
+            }
+            v
+        });
+    let _ = writeln!(s, "\nFilenames (ns per name, encrypt / decrypt):");
+    let mut head: Vec<String> = ["algorithm", "implementation", "prio", "selection"]
+        .map(String::from)
+        .to_vec();
+    head.extend(sizes.iter().map(|l| format!("{l} B")));
+    head.push("allocs/op".into());
+    head.push("key setup ns".into());
+    let rows: Vec<Vec<String>> = r
+        .implementations
+        .iter()
+        .filter(|i| i.used_for_filenames)
+        .map(|i| {
+            let mut row = vec![
+                i.algorithm.to_owned(),
+                format!("{}{}", i.implementation, if i.selected { " *" } else { "" }),
+                i.priority.to_string(),
+                i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+            ];
+            for l in &sizes {
+                row.push(match i.names.iter().find(|n| n.len == *l) {
+                    Some(n) => format!("{:.0} / {:.0}", n.encrypt.ns.median, n.decrypt.ns.median),
+                    None => "-".into(),
+                });
+            }
+            let a = i
+                .names
+                .iter()
+                .flat_map(|n| [n.encrypt.allocs_per_call, n.decrypt.allocs_per_call])
+                .flatten()
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            row.push(allocs(a));
+            row.push(key_setup(i));
+            row
+        })
+        .collect();
+    s.push_str(&table(&head, &rows));
+
+    let _ = writeln!(s, "\nReferences:");
+    if let Some(h) = &r.hkdf_per_file_key {
+        let _ = writeln!(
+            s,
+            "  HKDF-SHA512 expand of a 64-byte per-file key: {:.0} ns ({:.0}..{:.0}), {} allocs \
+             (included in \"key setup ns\" above; sched = key schedule alone)",
+            h.ns.median,
+            h.ns.min,
+            h.ns.max,
+            allocs(h.allocs_per_call)
+        );
+    }
+    let ours = r
+        .implementations
+        .iter()
+        .find(|i| i.selected && i.kernel_name == "xts(aes)")
+        .and_then(|i| {
+            i.encrypt
+                .as_ref()
+                .map(|e| (i.implementation, e.mb_per_s.median))
+        });
+    if let Some(raw) = &r.raw_awslc_xts_encrypt {
+        let _ = write!(
+            s,
+            "  raw aws-lc EVP_aes_256_xts encrypt: {}",
+            mbps(&Some(raw.clone()))
+        );
+        if let Some((name, v)) = ours {
+            let _ = write!(
+                s,
+                " MB/s; selected {name} = {:.2}x raw",
+                v / raw.mb_per_s.median
+            );
+        }
+        let _ = writeln!(s);
+    }
+    match &r.openssl {
+        Some(o) => {
+            let _ = writeln!(
+                s,
+                "  {}: encrypt {:.0} MB/s, decrypt {} ({})",
+                o.command,
+                o.encrypt_mb_per_s,
+                o.decrypt_mb_per_s
+                    .map(|d| format!("{d:.0} MB/s"))
+                    .unwrap_or_else(|| "-".into()),
+                o.version
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  openssl speed: not run (no openssl, or --no-openssl)");
+        }
+    }
+    if !r.allocation_counting {
+        let _ = writeln!(s, "  allocations: not counted (no counting allocator)");
+    }
+    let _ = writeln!(
+        s,
+        "  * = selected by the registry. Numbers from a shared machine are noisy."
+    );
+    s
+}

@@ -1,0 +1,104 @@
+//! `fscrypt-rs bench --quick --json` end to end: a row for every algorithm
+//! and every registered implementation, one selected per algorithm. Speeds
+//! are not asserted (CI machines vary); shapes and invariants are.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn quick_json_has_a_row_per_algorithm() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
+        .args(["bench", "--quick", "--json", "--no-openssl"])
+        .output()
+        .expect("run fscrypt-rs bench");
+    assert!(
+        out.status.success(),
+        "fscrypt-rs bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let rows = v["implementations"].as_array().expect("implementations");
+    let algs: BTreeSet<&str> = rows
+        .iter()
+        .map(|r| r["algorithm"].as_str().expect("algorithm"))
+        .collect();
+    let expected: BTreeSet<&str> = fscrypt_crypto::Algorithm::ALL
+        .iter()
+        .map(|a| a.name())
+        .collect();
+    assert_eq!(algs, expected, "one or more rows per fscrypt algorithm");
+    // Every registered implementation has a row.
+    let registered = fscrypt_crypto::registry::default_registry()
+        .implementations()
+        .count();
+    assert_eq!(rows.len(), registered);
+    for alg in &expected {
+        let selected = rows
+            .iter()
+            .filter(|r| r["algorithm"] == *alg && r["selected"] == true)
+            .count();
+        assert_eq!(selected, 1, "{alg}: exactly one selected implementation");
+        assert!(v["selected"][alg].is_string(), "{alg} in the selected map");
+    }
+    for r in rows {
+        let name = r["implementation"].as_str().unwrap_or("?");
+        if r["skipped"].is_string() {
+            continue;
+        }
+        let contents = r["used_for_contents"] == true;
+        let filenames = r["used_for_filenames"] == true;
+        assert!(contents || filenames, "{name}: a role");
+        assert_eq!(
+            r["encrypt"].is_object(),
+            contents,
+            "{name}: data-unit encrypt row"
+        );
+        assert_eq!(
+            r["decrypt"].is_object(),
+            contents,
+            "{name}: data-unit decrypt row"
+        );
+        let names = r["names"].as_array().expect("names");
+        assert_eq!(
+            names.len(),
+            if filenames { 3 } else { 0 },
+            "{name}: 16/32/64-byte names"
+        );
+        assert!(
+            r["key_schedule"]["ns"]["median"].as_f64().is_some(),
+            "{name}: key setup"
+        );
+        if contents {
+            let e = &r["encrypt"];
+            assert_eq!(e["bytes"], 4096);
+            let (min, med, max) = (
+                e["mb_per_s"]["min"].as_f64().unwrap_or(-1.0),
+                e["mb_per_s"]["median"].as_f64().unwrap_or(-1.0),
+                e["mb_per_s"]["max"].as_f64().unwrap_or(-1.0),
+            );
+            assert!(
+                0.0 < min && min <= med && med <= max,
+                "{name}: {min} {med} {max}"
+            );
+            // The counting allocator is installed in the binary.
+            assert!(
+                e["allocs_per_call"].as_f64().is_some(),
+                "{name}: allocations counted"
+            );
+        }
+    }
+    assert_eq!(v["allocation_counting"], true);
+    assert!(v["hkdf_per_file_key"]["ns"]["median"].as_f64().is_some());
+}
+
+#[test]
+fn bad_data_unit_size_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
+        .args(["bench", "--quick", "--data-unit-size", "100"])
+        .output()
+        .expect("run fscrypt-rs bench");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("data-unit-size"));
+}
