@@ -40,6 +40,15 @@ enum Command {
     /// List every registered crypto implementation, its self-test result and
     /// which one is selected per algorithm.
     Providers(commands::providers::Args),
+    /// Create a vault: a random master key, the root v2 policy and
+    /// protectors (passphrase and/or key file) in an empty directory.
+    Init(commands::init::Args),
+    /// Mount a vault through FUSE (in the background unless --foreground).
+    Mount(commands::mount::Args),
+    /// Unmount a vault mounted with `fscrypt-rs mount`.
+    Unmount(commands::unmount::Args),
+    /// Show the encrypted filesystem end to end in a temporary directory.
+    Demo(commands::demo::Args),
     /// Add a master key to a filesystem's keyring and print its identifier.
     AddKey(commands::add_key::Args),
     /// Remove a master key from a filesystem's keyring.
@@ -79,9 +88,16 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
+    if commands::mount::invoked_as_helper() {
+        return commands::mount::helper_main();
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
+        Command::Init(args) => commands::init::exec(args),
+        Command::Mount(args) => commands::mount::exec(args),
+        Command::Unmount(args) => commands::unmount::exec(args),
+        Command::Demo(args) => commands::demo::exec(args),
         Command::AddKey(args) => commands::add_key::exec(args),
         Command::RemoveKey(args) => commands::remove_key::exec(args),
         Command::KeyStatus(args) => commands::key_status::exec(args),

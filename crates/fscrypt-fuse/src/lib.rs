@@ -22,6 +22,7 @@ mod fuse;
 mod handles;
 mod inodes;
 pub mod layout;
+pub mod vault;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,531 @@
+//! `fscrypt-rs mount CIPHERDIR MOUNTPOINT`: unlock a vault and mount it
+//! through FUSE. The filesystem is `fscrypt_fuse::mount`; the key handling
+//! is `fscrypt_fuse::vault`.
+//!
+//! By default the command returns once the mount is established: the
+//! parent unlocks the vault (so a wrong passphrase or key file is reported
+//! by the parent's exit code, [`secret::EXIT_WRONG_SECRET`]), then re-runs
+//! itself as a daemon (`--foreground`, new session, master key handed over
+//! on a pipe to its stdin, its error messages on a pipe from its stdout),
+//! and waits until the mount point shows up in `/proc/self/mountinfo` or
+//! the daemon exits.
+//!
+//! The same binary is the mount(8) helper when called as
+//! `mount.fscrypt-rs` (a symlink to `fscrypt-rs`), so an fstab line works:
+//!
+//! ```text
+//! /srv/vault  /mnt/vault  fscrypt-rs  keyfile=/etc/fscrypt-rs/vault.key,allow_other,nofail  0  0
+//! ```
+//!
+//! mount(8) runs `mount.fscrypt-rs SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use fscrypt_fuse::vault::Vault;
+use zeroize::Zeroizing;
+
+use super::secret;
+
+/// How long the parent waits for the daemon's mount to appear.
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Arguments of `fscrypt-rs mount`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The vault (directory made by `fscrypt-rs init`).
+    pub cipherdir: PathBuf,
+    /// Where the decrypted view appears (an existing directory).
+    pub mountpoint: PathBuf,
+    /// Unlock with this key file instead of a passphrase.
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+    /// Mount without the key: no-key names, no contents (like the kernel
+    /// without the key).
+    #[arg(long, conflicts_with = "key_file")]
+    pub locked: bool,
+    /// Stay in the foreground until unmounted.
+    #[arg(long, short = 'f')]
+    pub foreground: bool,
+    /// Mount options, comma-separated: ro, rw, allow_other,
+    /// default_permissions, fsname=NAME, keyfile=PATH (for fstab), and the
+    /// fstab-only options mount(8) passes on (defaults, noauto, nofail,
+    /// _netdev, x-*, ...), which are ignored.
+    #[arg(short = 'o', value_delimiter = ',')]
+    pub options: Vec<String>,
+    /// Ignore unknown mount options instead of failing (mount(8) `-s`).
+    #[arg(long, hide = true)]
+    pub sloppy: bool,
+    /// Append the daemon's log to this file (default: discarded when in
+    /// the background).
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+    /// Internal: read the 64-byte master key from stdin (used by the
+    /// background parent when it starts the daemon).
+    #[arg(long, hide = true)]
+    pub master_key_stdin: bool,
+}
+
+/// Mount options after parsing `-o`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MountOptions {
+    /// `ro`.
+    pub read_only: bool,
+    /// `allow_other`.
+    pub allow_other: bool,
+    /// `default_permissions`.
+    pub default_permissions: bool,
+    /// `fsname=`.
+    pub fs_name: Option<String>,
+    /// `keyfile=`.
+    pub key_file: Option<PathBuf>,
+}
+
+/// Options mount(8) may pass from fstab that mean nothing to a FUSE
+/// daemon; accepted and ignored.
+const IGNORED: &[&str] = &[
+    "defaults",
+    "auto",
+    "noauto",
+    "nofail",
+    "_netdev",
+    "user",
+    "users",
+    "nouser",
+    "owner",
+    "group",
+    "rw",
+    "suid",
+    "nosuid",
+    "dev",
+    "nodev",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "strictatime",
+    "diratime",
+    "nodiratime",
+    "async",
+    "loud",
+    "silent",
+];
+
+impl MountOptions {
+    /// Parses `-o` option words.
+    ///
+    /// # Errors
+    /// An unknown option (unless `sloppy`), an empty `keyfile=`/`fsname=`.
+    pub fn parse(words: &[String], sloppy: bool) -> anyhow::Result<MountOptions> {
+        let mut o = MountOptions::default();
+        for word in words.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
+            match word.split_once('=') {
+                None if word == "ro" => o.read_only = true,
+                None if word == "allow_other" => o.allow_other = true,
+                None if word == "default_permissions" => o.default_permissions = true,
+                None if IGNORED.contains(&word) => {}
+                Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
+                Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
+                Some(("comment", _)) => {}
+                _ if word.starts_with("x-") => {}
+                _ if sloppy => {}
+                _ => bail!(
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, default_permissions, fsname=NAME, keyfile=PATH)"
+                ),
+            }
+        }
+        Ok(o)
+    }
+
+    /// The words to pass on to the daemon (everything but the key file).
+    fn to_words(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.read_only {
+            w.push("ro".to_owned());
+        }
+        if self.allow_other {
+            w.push("allow_other".to_owned());
+        }
+        if self.default_permissions {
+            w.push("default_permissions".to_owned());
+        }
+        if let Some(name) = &self.fs_name {
+            w.push(format!("fsname={name}"));
+        }
+        w
+    }
+}
+
+/// Counts the mounts whose mount point is `path` in `/proc/self/mountinfo`
+/// (field 5, with the kernel's octal escapes for space, tab, newline and
+/// backslash).
+///
+/// # Errors
+/// Reading `/proc/self/mountinfo` failed.
+pub fn mount_count(path: &Path) -> anyhow::Result<usize> {
+    let info =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let wanted = path.as_os_str().as_encoded_bytes();
+    Ok(info
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|field| unescape_mountinfo(field) == wanted)
+        .count())
+}
+
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The unlocked state a mount starts from.
+enum Key {
+    /// `--locked`.
+    Locked,
+    /// The raw master key (identifier checked).
+    Raw(Zeroizing<[u8; 64]>),
+}
+
+/// Name under which the binary acts as the mount(8) helper.
+pub const HELPER_NAME: &str = "mount.fscrypt-rs";
+
+/// True when argv[0]'s file name is [`HELPER_NAME`].
+pub fn invoked_as_helper() -> bool {
+    std::env::args_os()
+        .next()
+        .and_then(|a| Path::new(&a).file_name().map(|n| n == HELPER_NAME))
+        .unwrap_or(false)
+}
+
+/// Parses the mount(8) helper command line (without argv[0]):
+/// `SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`. Returns the
+/// mount arguments and whether `-f` (fake: do nothing) was given.
+///
+/// # Errors
+/// A malformed command line.
+pub fn parse_helper_args(
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+) -> anyhow::Result<(Args, bool)> {
+    let mut positional: Vec<PathBuf> = Vec::new();
+    let mut options: Vec<String> = Vec::new();
+    let mut sloppy = false;
+    let mut fake = false;
+    let mut argv = argv.into_iter();
+    while let Some(arg) = argv.next() {
+        let text = arg.to_string_lossy().into_owned();
+        if text == "-o" {
+            let v = argv.next().context("-o needs a value")?;
+            options.extend(v.to_string_lossy().split(',').map(str::to_owned));
+        } else if let Some(v) = text.strip_prefix("-o") {
+            options.extend(v.split(',').map(str::to_owned));
+        } else if text == "-t" || text == "-N" {
+            // File system type and mount namespace: nothing to do with them.
+            argv.next()
+                .with_context(|| format!("{text} needs a value"))?;
+        } else if text.len() > 1 && text.starts_with('-') {
+            for flag in text[1..].chars() {
+                match flag {
+                    's' => sloppy = true,
+                    'f' => fake = true,
+                    'n' | 'v' => {}
+                    _ => bail!("unknown flag -{flag}"),
+                }
+            }
+        } else {
+            positional.push(PathBuf::from(arg));
+        }
+    }
+    let [cipherdir, mountpoint]: [PathBuf; 2] = positional
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("expected CIPHERDIR MOUNTPOINT"))?;
+    let args = Args {
+        cipherdir,
+        mountpoint,
+        key_file: None,
+        locked: false,
+        foreground: false,
+        options,
+        sloppy,
+        log_file: None,
+        master_key_stdin: false,
+    };
+    Ok((args, fake))
+}
+
+/// Entry point of `mount.fscrypt-rs`: the mount(8) helper. Prints its own
+/// errors; exit codes as `fscrypt-rs mount` (12 for a wrong secret).
+pub fn helper_main() -> ExitCode {
+    let result = parse_helper_args(std::env::args_os().skip(1)).and_then(|(args, fake)| {
+        if fake {
+            Ok(ExitCode::SUCCESS)
+        } else {
+            exec(args)
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{HELPER_NAME}: {e:#}");
+            eprintln!("usage: {HELPER_NAME} CIPHERDIR MOUNTPOINT [-sfnv] [-o OPTIONS]");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `fscrypt-rs mount`.
+pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    if args.master_key_stdin {
+        // The daemon half: report any failure on stdout, where the parent
+        // reads it, since stderr is the log.
+        return Ok(match daemon(&args) {
+            Ok(code) => code,
+            Err(e) => {
+                let _ = writeln!(std::io::stdout(), "{e:#}");
+                ExitCode::FAILURE
+            }
+        });
+    }
+    let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    let vault = Vault::open(&args.cipherdir)?;
+    let mountpoint = std::fs::canonicalize(&args.mountpoint)
+        .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
+    anyhow::ensure!(
+        mountpoint.is_dir(),
+        "mount point {} is not a directory",
+        mountpoint.display()
+    );
+    let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
+    let key = if args.locked {
+        Key::Locked
+    } else if let Some(path) = &key_file {
+        let bytes = secret::read_key_file(path)?;
+        match vault.unwrap_with_key_file(&bytes) {
+            Ok(raw) => Key::Raw(raw),
+            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
+        let pass = secret::read_passphrase(&prompt, false)?;
+        match vault.unwrap_with_passphrase(&pass) {
+            Ok(raw) => Key::Raw(raw),
+            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if args.foreground {
+        let master = match &key {
+            Key::Locked => None,
+            Key::Raw(raw) => Some(vault.master_key_from_bytes(raw.as_ref())?),
+        };
+        run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    spawn_daemon(&args, &opts, &mountpoint, &key)
+}
+
+/// Mounts in this process and blocks until unmounted.
+fn run_mount(
+    vault: &Vault,
+    master: Option<fscrypt::MasterKey>,
+    opts: &MountOptions,
+    mountpoint: &Path,
+    cipherdir: &Path,
+) -> anyhow::Result<()> {
+    let backing_dir =
+        std::fs::canonicalize(cipherdir).with_context(|| format!("{}", cipherdir.display()))?;
+    let config = fscrypt_fuse::MountConfig {
+        fs_name: opts
+            .fs_name
+            .clone()
+            .unwrap_or_else(|| backing_dir.display().to_string()),
+        backing_dir,
+        policy: *vault.policy(),
+        master_key: master,
+        read_only: opts.read_only,
+        allow_other: opts.allow_other,
+        default_permissions: opts.default_permissions,
+    };
+    fscrypt_fuse::mount(config, mountpoint)
+        .with_context(|| format!("mounting {}", mountpoint.display()))?;
+    Ok(())
+}
+
+/// The daemon: new session, key from stdin, mount, serve until unmounted.
+fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
+    // Leave the terminal's session so its Ctrl-C and hangup do not reach us.
+    let _ = rustix::process::setsid();
+    let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    let vault = Vault::open(&args.cipherdir)?;
+    let mut raw = Zeroizing::new([0u8; 65]);
+    let mut got = 0;
+    let mut stdin = std::io::stdin().lock();
+    while got < raw.len() {
+        match stdin.read(&mut raw[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("reading the master key from the parent"),
+        }
+    }
+    let master = match got {
+        0 if args.locked => None,
+        64 => Some(vault.master_key_from_bytes(&raw[..64])?),
+        n => bail!("expected a 64-byte master key from the parent, got {n} bytes"),
+    };
+    let mountpoint = std::fs::canonicalize(&args.mountpoint)
+        .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
+    run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the daemon and waits until its mount is visible or it exits.
+fn spawn_daemon(
+    args: &Args,
+    opts: &MountOptions,
+    mountpoint: &Path,
+    key: &Key,
+) -> anyhow::Result<ExitCode> {
+    let before = mount_count(mountpoint)?;
+    let exe = std::env::current_exe().context("locating the fscrypt-rs executable")?;
+    let cipherdir = std::fs::canonicalize(&args.cipherdir)
+        .with_context(|| format!("{}", args.cipherdir.display()))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount")
+        .arg(&cipherdir)
+        .arg(mountpoint)
+        .arg("--foreground")
+        .arg("--master-key-stdin");
+    if args.locked {
+        cmd.arg("--locked");
+    }
+    let words = opts.to_words();
+    if !words.is_empty() {
+        cmd.arg("-o").arg(words.join(","));
+    }
+    let log = match &args.log_file {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("log file {}", path.display()))?,
+        ),
+        None => Stdio::null(),
+    };
+    if let Some(path) = &args.log_file {
+        cmd.arg("--log-file").arg(path);
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
+    let mut child = cmd.spawn().context("starting the mount daemon")?;
+    {
+        let mut stdin = child.stdin.take().context("daemon stdin")?;
+        if let Key::Raw(raw) = key {
+            stdin
+                .write_all(raw.as_ref())
+                .context("handing the key to the daemon")?;
+        }
+        // Dropping closes the pipe: the daemon sees end of file.
+    }
+    let mut status_pipe = child.stdout.take().context("daemon stdout")?;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for the mount daemon")? {
+            let mut msg = String::new();
+            let _ = status_pipe.read_to_string(&mut msg);
+            let msg = msg.trim();
+            if status.success() {
+                bail!(
+                    "the mount daemon exited before the mount appeared{}",
+                    if msg.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {msg}")
+                    }
+                );
+            }
+            if msg.is_empty() {
+                bail!("the mount daemon failed ({status})");
+            }
+            bail!("{msg}");
+        }
+        if mount_count(mountpoint)? > before {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if start.elapsed() > MOUNT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "the mount did not appear within {} s",
+                MOUNT_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let o = MountOptions::parse(&w("ro,allow_other,default_permissions,keyfile=/k,fsname=v,noauto,x-systemd.automount,nofail"), false).unwrap();
+        assert!(o.read_only && o.allow_other && o.default_permissions);
+        assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
+        assert_eq!(o.fs_name.as_deref(), Some("v"));
+        assert_eq!(
+            o.to_words(),
+            w("ro,allow_other,default_permissions,fsname=v")
+        );
+        assert!(MountOptions::parse(&w("bogus"), false).is_err());
+        assert!(MountOptions::parse(&w("bogus"), true).is_ok());
+        assert!(MountOptions::parse(&w("keyfile="), false).is_err());
+    }
+
+    #[test]
+    fn helper_command_line() {
+        let argv = |s: &str| {
+            s.split(' ')
+                .map(std::ffi::OsString::from)
+                .collect::<Vec<_>>()
+        };
+        let (a, fake) = parse_helper_args(argv("/c /m -n -o ro,keyfile=/k -t fscrypt-rs")).unwrap();
+        assert!(!fake);
+        assert_eq!(a.cipherdir, Path::new("/c"));
+        assert_eq!(a.mountpoint, Path::new("/m"));
+        assert_eq!(a.options, ["ro", "keyfile=/k"]);
+        let (a, fake) = parse_helper_args(argv("-sfv /c /m")).unwrap();
+        assert!(fake && a.sloppy);
+        assert!(parse_helper_args(argv("/c")).is_err());
+        assert!(parse_helper_args(argv("/c /m -x")).is_err());
+        assert!(parse_helper_args(argv("/c /m -o")).is_err());
+    }
+
+    #[test]
+    fn mountinfo_unescape() {
+        assert_eq!(unescape_mountinfo("/mnt/a\\040b"), b"/mnt/a b");
+        assert_eq!(unescape_mountinfo("/x\\134y"), b"/x\\y");
+        assert_eq!(unescape_mountinfo("/plain"), b"/plain");
+        assert_eq!(unescape_mountinfo("/trail\\04"), b"/trail\\04");
+    }
+}

@@ -1,0 +1,606 @@
+//! Integration tests of `fscrypt-rs init/mount/unmount/demo` and
+//! `mount.fscrypt-rs`, spawning the real binaries.
+//!
+//! Tests that mount need root and /dev/fuse; without them they print a loud
+//! reason to stderr and return. Every mount is undone by a guard's Drop.
+//! Argon2id runs with cheap test parameters (FSCRYPT_RS_INSECURE_ARGON2_PARAMS).
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
+const CHEAP_ARGON2: &str = "m=64,t=1,p=1";
+const EXIT_WRONG_SECRET: i32 = 12;
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let mut rnd = [0u8; 6];
+        getrandom_fill(&mut rnd);
+        let path = std::env::temp_dir().join(format!("fscrypt-cli-{tag}-{}", hex(&rnd)));
+        std::fs::create_dir(&path).unwrap();
+        TempDir(path)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+    fn sub(&self, name: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn getrandom_fill(buf: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(buf)
+        .unwrap();
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Runs the binary with `stdin` as its standard input (a pipe, so never a
+/// terminal), killing it if it has not finished within 60 s.
+fn run_with(bin: &Path, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
+    let mut child = Command::new(bin)
+        .args(args)
+        .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut pipe = child.stdin.take().unwrap();
+        let _ = pipe.write_all(stdin);
+    }
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{} {args:?} did not finish within 60 s: {out:?}",
+                bin.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
+}
+
+fn run(args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
+    run_with(Path::new(BIN), args, stdin)
+}
+
+/// The mount(8) helper: a symlink named `mount.fscrypt-rs` to the binary.
+fn helper(t: &TempDir) -> PathBuf {
+    let dir = t.sub("sbin");
+    let link = dir.join("mount.fscrypt-rs");
+    if !link.exists() {
+        std::os::unix::fs::symlink(BIN, &link).unwrap();
+    }
+    link
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn config_of(dir: &Path) -> PathBuf {
+    dir.join("fscrypt.vault.json")
+}
+
+/// Makes a vault protected by a new key file; returns the key file path.
+fn init_with_key(t: &TempDir, cipher: &Path) -> PathBuf {
+    let key = t.path().join("vault.key");
+    let out = run(args!["init", cipher, "--new-key-file", key], b"");
+    assert!(out.status.success(), "init failed: {}", text(&out.stderr));
+    key
+}
+
+#[test]
+fn init_with_key_file_writes_0600_config_and_prints_identifier() {
+    let t = TempDir::new("init-key");
+    let cipher = t.sub("cipher");
+    let key = init_with_key(&t, &cipher);
+    let meta = std::fs::metadata(config_of(&cipher)).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let key_meta = std::fs::metadata(&key).unwrap();
+    assert_eq!(key_meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(key_meta.len(), 64);
+    let config = std::fs::read_to_string(config_of(&cipher)).unwrap();
+    assert!(config.contains("\"kind\": \"key_file\""), "{config}");
+    assert!(!config.contains("\"kind\": \"passphrase\""), "{config}");
+    // The identifier printed is the one stored in the policy.
+    let json: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let id = json["policy"]["master_key_identifier"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 32);
+    let out = run(args!["init", t.sub("other"), "--key-file", key], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let other: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config_of(&t.path().join("other"))).unwrap())
+            .unwrap();
+    // Same key file, another vault: a different random master key.
+    assert_ne!(
+        other["policy"]["master_key_identifier"].as_str().unwrap(),
+        id
+    );
+    let stdout = text(&run(args!["init", t.sub("third"), "--key-file", key], b"").stdout);
+    let third: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config_of(&t.path().join("third"))).unwrap())
+            .unwrap();
+    assert!(
+        stdout.contains(third["policy"]["master_key_identifier"].as_str().unwrap()),
+        "{stdout}"
+    );
+    // Defaults: AES-256-XTS (1), AES-256-CTS (4), padding 32 (flags 3).
+    assert_eq!(json["policy"]["contents_encryption_mode"], 1);
+    assert_eq!(json["policy"]["filenames_encryption_mode"], 4);
+    assert_eq!(json["policy"]["flags"], 3);
+}
+
+#[test]
+fn init_with_passphrase_from_stdin() {
+    let t = TempDir::new("init-pass");
+    let cipher = t.sub("cipher");
+    let out = run(args!["init", cipher], b"hunter2 but longer\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config_of(&cipher)).unwrap()).unwrap();
+    let p = &json["protectors"][0];
+    assert_eq!(p["kind"], "passphrase");
+    assert_eq!(p["kdf"], "argon2id");
+    assert_eq!(p["m_cost_kib"], 64);
+    assert_eq!(json["protectors"].as_array().unwrap().len(), 1);
+    // An empty passphrase is refused and leaves the directory empty.
+    let empty = t.sub("empty");
+    let out = run(args!["init", empty], b"\n");
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
+
+#[test]
+fn init_never_overwrites() {
+    let t = TempDir::new("init-twice");
+    let cipher = t.sub("cipher");
+    init_with_key(&t, &cipher);
+    let before = std::fs::read(config_of(&cipher)).unwrap();
+    let out = run(
+        args![
+            "init",
+            cipher,
+            "--new-key-file",
+            t.path().join("second.key")
+        ],
+        b"",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("already a vault"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read(config_of(&cipher)).unwrap(), before);
+    assert!(
+        !t.path().join("second.key").exists(),
+        "no key file for a refused init"
+    );
+    // A non-empty directory is refused too.
+    let full = t.sub("full");
+    std::fs::write(full.join("x"), b"x").unwrap();
+    let out = run(
+        args!["init", full, "--new-key-file", t.path().join("third.key")],
+        b"",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn init_refuses_inode_number_flags_and_bad_policies() {
+    let t = TempDir::new("init-flags");
+    for flag in ["--iv-ino-lblk-64", "--iv-ino-lblk-32"] {
+        let cipher = t.sub(flag);
+        let out = run(
+            args!["init", cipher, flag, "--new-key-file", cipher.join("k")],
+            b"",
+        );
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("inode numbers"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "one-line reason: {err}");
+        assert_eq!(std::fs::read_dir(&cipher).unwrap().count(), 0);
+    }
+    // DIRECT_KEY needs Adiantum.
+    let cipher = t.sub("direct");
+    let out = run(
+        args![
+            "init",
+            cipher,
+            "--direct-key",
+            "--new-key-file",
+            t.path().join("k1")
+        ],
+        b"",
+    );
+    assert!(!out.status.success());
+    // Adiantum with DIRECT_KEY is fine.
+    let out = run(
+        args![
+            "init",
+            cipher,
+            "--contents",
+            "adiantum",
+            "--filenames",
+            "adiantum",
+            "--direct-key",
+            "--new-key-file",
+            t.path().join("k2")
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config_of(&cipher)).unwrap()).unwrap();
+    assert_eq!(json["policy"]["contents_encryption_mode"], 9);
+    assert_eq!(json["policy"]["flags"], 3 | 4);
+    // Bad padding, bad data unit sizes, mismatched modes.
+    for bad in [
+        &["--padding", "12"][..],
+        &["--data-unit-size", "8192"],
+        &["--data-unit-size", "256"],
+        &["--data-unit-size", "1000"],
+        &["--contents", "sm4-xts"],
+    ] {
+        let dir = t.sub(&format!("bad{}", bad.join("")));
+        let mut owned: Vec<std::ffi::OsString> = vec!["init".into(), dir.clone().into()];
+        owned.extend(bad.iter().map(|s| s.into()));
+        owned.push("--new-key-file".into());
+        owned.push(dir.join("k").into());
+        let a: Vec<&std::ffi::OsStr> = owned.iter().map(|s| s.as_os_str()).collect();
+        let out = run(&a, b"");
+        assert!(!out.status.success(), "{bad:?} accepted");
+    }
+}
+
+#[test]
+fn wrong_passphrase_or_key_exits_12_without_retrying() {
+    let t = TempDir::new("wrong");
+    let cipher = t.sub("cipher");
+    let mnt = t.sub("mnt");
+    let out = run(args!["init", cipher], b"right passphrase\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Several lines on stdin: only the first is read, once.
+    let out = run(
+        args!["mount", cipher, mnt],
+        b"wrong passphrase\nright passphrase\n",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("wrong passphrase"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stderr).matches("wrong passphrase").count(), 1);
+    // A key file on a passphrase-only vault is a different error.
+    let key = t.path().join("k");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(EXIT_WRONG_SECRET));
+
+    let cipher2 = t.sub("cipher2");
+    init_with_key(&t, &cipher2);
+    let wrong = t.path().join("wrong.key");
+    std::fs::write(&wrong, [1u8; 64]).unwrap();
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(args!["mount", cipher2, mnt, "--key-file", wrong], b"");
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("wrong key file"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The mount helper passes the code on.
+    let out = run_with(
+        &helper(&t),
+        args![cipher2, mnt, "-o", format!("keyfile={}", wrong.display())],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
+    // A key file of the wrong size is refused before any unwrapping.
+    std::fs::write(&wrong, [1u8; 48]).unwrap();
+    let out = run(args!["mount", cipher2, mnt, "--key-file", wrong], b"");
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(EXIT_WRONG_SECRET));
+    assert!(
+        text(&out.stderr).contains("32 or 64"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+// ---------------------------------------------------------------- mounting
+
+fn can_mount() -> bool {
+    let root = is_root();
+    if !root || !Path::new("/dev/fuse").exists() {
+        eprintln!(
+            "SKIPPED: mount tests need root and /dev/fuse (root: {root}, /dev/fuse: {})",
+            Path::new("/dev/fuse").exists()
+        );
+        return false;
+    }
+    true
+}
+
+fn is_root() -> bool {
+    // The effective uid, from /proc (no libc call needed).
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = path.to_str().unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
+}
+
+/// Unmounts on drop (the `fscrypt-rs unmount` command, then a lazy umount
+/// as a last resort).
+struct MountGuard(PathBuf);
+
+impl Drop for MountGuard {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            let _ = Command::new(BIN).arg("unmount").arg(&self.0).status();
+        }
+        if is_mounted(&self.0) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+}
+
+fn unmount(mnt: &Path) {
+    let out = run(args!["unmount", mnt], b"");
+    assert!(out.status.success(), "unmount: {}", text(&out.stderr));
+    let start = Instant::now();
+    while is_mounted(mnt) {
+        assert!(start.elapsed() < Duration::from_secs(10), "still mounted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn grep_tree(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if p.as_os_str()
+                .as_encoded_bytes()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                hits.push(p.clone());
+            }
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() {
+                let data = std::fs::read(&p).unwrap();
+                if data.windows(needle.len()).any(|w| w == needle) {
+                    hits.push(p);
+                }
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+fn mount_unmount_round_trip_with_key_file_and_passphrase() {
+    if !can_mount() {
+        return;
+    }
+    let t = TempDir::new("mount");
+    let cipher = t.sub("cipher");
+    let mnt = t.sub("mnt");
+    let key = t.path().join("vault.key");
+    let out = run(
+        args!["init", cipher, "--new-key-file", key, "--passphrase"],
+        b"open sesame\n",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Background mount with the key file: returns once mounted.
+    let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
+    assert!(out.status.success(), "mount: {}", text(&out.stderr));
+    let guard = MountGuard(mnt.clone());
+    assert!(is_mounted(&mnt));
+    std::fs::create_dir(mnt.join("SECRETDIRNAME")).unwrap();
+    std::fs::write(
+        mnt.join("SECRETDIRNAME/notes.txt"),
+        b"MARKER-CONTENTS-0123456789",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("SECRETDIRNAME/notes.txt", mnt.join("link")).unwrap();
+    assert_eq!(
+        std::fs::read(mnt.join("link")).unwrap(),
+        b"MARKER-CONTENTS-0123456789"
+    );
+    unmount(&mnt);
+    assert!(grep_tree(&cipher, b"MARKER-CONTENTS").is_empty());
+    assert!(grep_tree(&cipher, b"SECRETDIRNAME").is_empty());
+
+    // Again with the passphrase from stdin.
+    let out = run(args!["mount", cipher, mnt], b"open sesame\n");
+    assert!(out.status.success(), "mount: {}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read(mnt.join("SECRETDIRNAME/notes.txt")).unwrap(),
+        b"MARKER-CONTENTS-0123456789"
+    );
+    unmount(&mnt);
+
+    // Through the mount(8) helper, read-only, key file as an option.
+    let out = run_with(
+        &helper(&t),
+        args![
+            cipher,
+            mnt,
+            "-o",
+            format!("ro,keyfile={},nofail", key.display())
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "mount.fscrypt-rs: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_link(mnt.join("link")).unwrap(),
+        Path::new("SECRETDIRNAME/notes.txt")
+    );
+    assert!(
+        std::fs::write(mnt.join("new"), b"x").is_err(),
+        "read-only mount accepted a write"
+    );
+    unmount(&mnt);
+    drop(guard);
+}
+
+#[test]
+fn locked_mount_shows_no_key_names_and_refuses_contents() {
+    if !can_mount() {
+        return;
+    }
+    let t = TempDir::new("locked");
+    let cipher = t.sub("cipher");
+    let mnt = t.sub("mnt");
+    let key = init_with_key(&t, &cipher);
+    let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
+    assert!(out.status.success(), "mount: {}", text(&out.stderr));
+    let guard = MountGuard(mnt.clone());
+    for name in ["alpha.txt", "beta.txt", "gamma"] {
+        std::fs::write(mnt.join(name), name.as_bytes()).unwrap();
+    }
+    unmount(&mnt);
+
+    let out = run(args!["mount", cipher, mnt, "--locked"], b"");
+    assert!(
+        out.status.success(),
+        "mount --locked: {}",
+        text(&out.stderr)
+    );
+    let names: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    for n in &names {
+        assert!(
+            !["alpha.txt", "beta.txt", "gamma"].contains(&n.as_str()),
+            "{n}"
+        );
+        let err = std::fs::read(mnt.join(n)).unwrap_err();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(126),
+            "ENOKEY expected for {n}: {err}"
+        );
+    }
+    assert!(std::fs::write(mnt.join("new"), b"x").is_err());
+    unmount(&mnt);
+    drop(guard);
+}
+
+#[test]
+fn demo_runs_end_to_end_and_cleans_up() {
+    if !can_mount() {
+        return;
+    }
+    let t = TempDir::new("demo");
+    let src = t.sub("src");
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    std::fs::write(
+        src.join("readme.txt"),
+        b"the demo source tree, first file\n".repeat(100),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a/one.bin"),
+        (0..10_000u32).map(|i| i as u8).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    std::fs::write(src.join("a/b/empty"), b"").unwrap();
+    std::fs::write(src.join(format!("a/{}", "n".repeat(200))), b"long name").unwrap();
+    std::os::unix::fs::symlink("a/one.bin", src.join("link")).unwrap();
+    let tmp = t.sub("tmp");
+    let out = run(args!["demo", "--source", src, "--tmp", tmp], b"");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("4 files identical"), "{stdout}");
+    assert!(stdout.contains("all steps passed"), "{stdout}");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "demo left files behind"
+    );
+}

@@ -1,0 +1,220 @@
+//! Vault tests without mounting: init, open, unlock, tampering.
+
+use super::*;
+
+const CHEAP: Argon2Params = Argon2Params {
+    m_cost_kib: 64,
+    t_cost: 1,
+    p_cost: 1,
+};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let mut rnd = [0u8; 6];
+        protector::random_bytes(&mut rnd).unwrap();
+        let p = std::env::temp_dir().join(format!("fscrypt-vault-{tag}-{}", hex::encode(rnd)));
+        std::fs::create_dir(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn opts(pass: Option<&[u8]>, key: Option<&[u8]>) -> InitOptions {
+    InitOptions {
+        passphrase: pass.map(|p| Zeroizing::new(p.to_vec())),
+        key_file: key.map(|k| Zeroizing::new(k.to_vec())),
+        argon2: Argon2Choice::Fixed(CHEAP),
+        ..InitOptions::default()
+    }
+}
+
+#[test]
+fn init_open_unlock_both_protectors() {
+    let t = TempDir::new("both");
+    let report = Vault::init(&t.0, &opts(Some(b"pass phrase"), Some(&[3u8; 32]))).unwrap();
+    assert_eq!(report.argon2.unwrap().0, CHEAP);
+    assert_eq!(report.policy.master_key_identifier, report.key_identifier);
+    assert_eq!(report.policy.contents_mode, EncryptionMode::AES_256_XTS);
+    assert_eq!(report.policy.filenames_mode, EncryptionMode::AES_256_CTS);
+    assert_eq!(report.policy.flags.padding(), 32);
+
+    let vault = Vault::open(&t.0).unwrap();
+    assert!(vault.has_passphrase() && vault.has_key_file());
+    assert_eq!(vault.key_identifier(), report.key_identifier);
+    assert_eq!(*vault.policy(), report.policy);
+    let a = vault.unlock_with_passphrase(b"pass phrase").unwrap();
+    let b = vault.unlock_with_key_file(&[3u8; 32]).unwrap();
+    assert_eq!(a.identifier(), report.key_identifier);
+    assert_eq!(a.as_bytes(), b.as_bytes());
+    assert_eq!(a.as_bytes().len(), 64);
+
+    assert!(matches!(
+        vault.unlock_with_passphrase(b"pass phrasE"),
+        Err(Error::WrongPassphrase)
+    ));
+    assert!(matches!(
+        vault.unlock_with_key_file(&[4u8; 32]),
+        Err(Error::WrongKeyFile)
+    ));
+    assert!(matches!(
+        vault.unlock_with_key_file(&[3u8; 64]),
+        Err(Error::WrongKeyFile)
+    ));
+    assert!(matches!(
+        vault.unlock_with_key_file(&[3u8; 33]),
+        Err(Error::Protector(ProtectorError::KeyFileSize(33)))
+    ));
+    assert!(Error::WrongPassphrase.is_wrong_secret() && Error::WrongKeyFile.is_wrong_secret());
+}
+
+#[test]
+fn protector_kinds_are_separate() {
+    let t = TempDir::new("kinds");
+    Vault::init(&t.0, &opts(None, Some(&[1u8; 64]))).unwrap();
+    let vault = Vault::open(&t.0).unwrap();
+    assert!(matches!(
+        vault.unlock_with_passphrase(b"x"),
+        Err(Error::NoSuchProtector("passphrase"))
+    ));
+    assert!(vault.argon2_params().is_none());
+}
+
+#[test]
+fn init_refusals_leave_nothing_behind() {
+    let t = TempDir::new("refuse");
+    assert!(matches!(
+        Vault::init(&t.0, &opts(None, None)),
+        Err(Error::NoProtector)
+    ));
+    for (lblk64, lblk32) in [(true, false), (false, true)] {
+        let o = InitOptions {
+            iv_ino_lblk_64: lblk64,
+            iv_ino_lblk_32: lblk32,
+            ..opts(None, Some(&[1; 32]))
+        };
+        assert!(matches!(
+            Vault::init(&t.0, &o),
+            Err(Error::InodeNumberFlags)
+        ));
+    }
+    let o = InitOptions {
+        padding: 12,
+        ..opts(None, Some(&[1; 32]))
+    };
+    assert!(matches!(Vault::init(&t.0, &o), Err(Error::Padding(12))));
+    let o = InitOptions {
+        direct_key: true,
+        ..opts(None, Some(&[1; 32]))
+    };
+    assert!(matches!(Vault::init(&t.0, &o), Err(Error::Policy(_))));
+    let o = InitOptions {
+        log2_data_unit_size: 13,
+        ..opts(None, Some(&[1; 32]))
+    };
+    assert!(matches!(Vault::init(&t.0, &o), Err(Error::Policy(_))));
+    assert!(matches!(
+        Vault::init(&t.0, &opts(None, Some(&[1; 16]))),
+        Err(Error::Protector(ProtectorError::KeyFileSize(16)))
+    ));
+    assert!(matches!(
+        Vault::init(&t.0, &opts(Some(b""), None)),
+        Err(Error::Protector(ProtectorError::EmptyPassphrase))
+    ));
+    assert_eq!(std::fs::read_dir(&t.0).unwrap().count(), 0);
+
+    // Adiantum + DIRECT_KEY with 512-byte data units is a valid vault.
+    let o = InitOptions {
+        contents_mode: EncryptionMode::ADIANTUM,
+        filenames_mode: EncryptionMode::ADIANTUM,
+        direct_key: true,
+        log2_data_unit_size: 9,
+        ..opts(None, Some(&[1; 32]))
+    };
+    let r = Vault::init(&t.0, &o).unwrap();
+    assert!(r.policy.flags.direct_key());
+    assert_eq!(Vault::open(&t.0).unwrap().policy().log2_data_unit_size, 9);
+
+    // Now it is a vault: never initialised again.
+    assert!(matches!(
+        Vault::init(&t.0, &opts(None, Some(&[1; 32]))),
+        Err(Error::AlreadyInitialized(_))
+    ));
+}
+
+#[test]
+fn open_errors() {
+    let t = TempDir::new("open");
+    assert!(matches!(Vault::open(&t.0), Err(Error::NotAVault(_))));
+    std::fs::write(t.0.join(CONFIG_NAME), b"{}").unwrap();
+    assert!(matches!(Vault::open(&t.0), Err(Error::BadConfig { .. })));
+    std::fs::write(t.0.join(CONFIG_NAME), vec![b' '; 70_000]).unwrap();
+    assert!(matches!(
+        Vault::open(&t.0),
+        Err(Error::BadConfig {
+            source: ConfigError::TooLarge,
+            ..
+        })
+    ));
+}
+
+fn edit_config(dir: &Path, f: impl FnOnce(&mut ConfigRecord)) {
+    let path = Vault::config_path(dir);
+    let mut record = ConfigRecord::parse(&std::fs::read(&path).unwrap()).unwrap();
+    f(&mut record);
+    std::fs::write(&path, record.to_json()).unwrap();
+}
+
+#[test]
+fn tampering_is_detected() {
+    let t = TempDir::new("tamper");
+    let key = [9u8; 64];
+    Vault::init(&t.0, &opts(None, Some(&key))).unwrap();
+    let original = std::fs::read(Vault::config_path(&t.0)).unwrap();
+
+    // Policy edited (still valid): the associated data no longer matches.
+    edit_config(&t.0, |r| r.policy.flags = 2);
+    assert!(matches!(
+        Vault::open(&t.0).unwrap().unlock_with_key_file(&key),
+        Err(Error::WrongKeyFile)
+    ));
+
+    // IV_INO_LBLK flags in a stored policy are refused on open.
+    std::fs::write(Vault::config_path(&t.0), &original).unwrap();
+    edit_config(&t.0, |r| r.policy.flags = 3 | 8);
+    assert!(matches!(Vault::open(&t.0), Err(Error::InodeNumberFlags)));
+
+    // An invalid mode pair is refused on open.
+    std::fs::write(Vault::config_path(&t.0), &original).unwrap();
+    edit_config(&t.0, |r| r.policy.filenames_mode = 1);
+    assert!(matches!(
+        Vault::open(&t.0),
+        Err(Error::BadStoredPolicy { .. })
+    ));
+
+    // A wrapped key that authenticates but holds another master key (as a
+    // forger with the key file could make): the identifier check catches it.
+    std::fs::write(Vault::config_path(&t.0), &original).unwrap();
+    edit_config(&t.0, |r| {
+        let ad = protector::associated_data(config::KIND_KEY_FILE, &r.policy.to_uapi_bytes());
+        let salt = [5u8; SALT_SIZE];
+        let wrapping = protector::key_file_wrapping_key(&key, &salt).unwrap();
+        let (nonce, wrapped_key) =
+            protector::seal(&wrapping, &ad, &[0x42; MASTER_KEY_SIZE]).unwrap();
+        r.protectors = vec![ProtectorRecord::KeyFile {
+            salt,
+            nonce,
+            wrapped_key,
+        }];
+    });
+    assert!(matches!(
+        Vault::open(&t.0).unwrap().unlock_with_key_file(&key),
+        Err(Error::IdentifierMismatch { .. })
+    ));
+}
