@@ -670,6 +670,10 @@ def render(report):
         cpu_lines.append(" | ".join(str(c).ljust(w) for c, w in zip(r, cw)))
     skipped = [f for f in report["filesystems"] if f.get("skipped")]
     tail = [""]
+    for f in fss:
+        if f.get("merged_from"):
+            tail.append(f"{f['key']}: measured in an earlier run ({f['merged_from']}, "
+                        f"started {f.get('started')})")
     for f in skipped:
         tail.append(f"SKIPPED {f['key']}: {f['skipped']}")
     return "\n".join(lines + cpu_lines + tail)
@@ -701,6 +705,33 @@ def write_outputs(report, out_dir):
     return base, table
 
 
+def merge_previous(report, paths):
+    """Adds filesystems from earlier runs' JSON that this run did not
+    measure (or skipped), in the canonical order, marking their origin."""
+    if not paths:
+        return
+    have = {f["key"]: f for f in report["filesystems"] if not f.get("skipped")}
+    same = ("create_n", "seq_mib", "rand_mib", "rand_s", "tar_files")
+    for path in paths:
+        with open(path) as f:
+            prev = json.load(f)
+        pp, cp = prev.get("params") or {}, report["params"] or {}
+        # JSON turns tuples into lists: compare in JSON form.
+        diff = [k for k in same if json.loads(json.dumps(cp.get(k))) != pp.get(k)]
+        if diff or prev.get("reps") != report["reps"]:
+            sys.exit(f"compare-fs: {path} used other sizes/reps ({', '.join(diff) or 'reps'}); "
+                     "cannot merge")
+        for fs in prev["filesystems"]:
+            if fs.get("skipped") or fs["key"] in have:
+                continue
+            fs = dict(fs, merged_from=os.path.basename(path), started=prev.get("started"))
+            have[fs["key"]] = fs
+    order = [c.key for c in FS_CLASSES]
+    skipped = [f for f in report["filesystems"] if f.get("skipped") and f["key"] not in have]
+    report["filesystems"] = sorted(have.values(), key=lambda f: order.index(f["key"])) + skipped
+    report["merged"] = [os.path.basename(p) for p in paths]
+
+
 # ---------------------------------------------------------------- main
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
@@ -714,6 +745,9 @@ def main():
     ap.add_argument("--bin", help="fscrypt-rs binary (default: cargo build --release)")
     ap.add_argument("--no-fio", action="store_true", help="use the built-in random-read loop")
     ap.add_argument("--image-gib", type=float, help="size of the ext4 image (default 3, quick 1)")
+    ap.add_argument("--merge", action="append", default=[], metavar="JSON",
+                    help="take filesystems not measured in this run from an earlier run's "
+                         ".json (same sizes required), to complete one table")
     args = ap.parse_args()
 
     if os.geteuid() != 0:
@@ -833,6 +867,7 @@ def main():
             os.sync()
             cleanup.pop_run("kernel key")
             run(["fstrim", ctx.img_mnt], check=False)
+        merge_previous(report, args.merge)
         out_base, table = write_outputs(report, args.out)
         print(table)
         print(f"\nresults: {out_base}.txt, {out_base}.csv, {out_base}.json")

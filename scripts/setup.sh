@@ -12,6 +12,8 @@ command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
 # multi-user remove-key test) are used by the kernel tests.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+# aws-lc-sys (fscrypt-crypto's AES-XTS/CBC backend) compiles aws-lc with a C compiler.
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""

@@ -7,7 +7,6 @@
 use cipher::consts::U16;
 use cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 
-use crate::block::{Block, as_blocks_mut, load, store};
 use crate::{CipherKey, Error, cbc};
 
 /// A CBC-CTS key. `batched` selects batched CBC decryption (`decrypt_blocks`)
@@ -61,60 +60,19 @@ where
     /// Encrypts `data` (≥ 16 bytes) in place (spec §2.2).
     pub(crate) fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let iv = self.check(iv, data)?;
-        let n = data.len();
-        if n == 16 {
-            let (blocks, _) = as_blocks_mut(data);
-            cbc::encrypt(&self.cipher, iv, blocks);
-            return Ok(());
-        }
-        // m = ceil(n/16) blocks, the last one d bytes long (1..=16).
-        let m = n.div_ceil(16);
-        let d = n - 16 * (m - 1);
-        let (head, last) = data.split_at_mut(16 * (m - 1));
-        let (blocks, _) = as_blocks_mut(head);
-        let c_prev = cbc::encrypt(&self.cipher, iv, blocks); // C_{m-1}
-        let mut x = Block::default();
-        x[..d].copy_from_slice(last);
-        let v = load(&x) ^ c_prev;
-        store(&mut x, v);
-        self.cipher.encrypt_block(&mut x); // X = E(C_{m-1} ^ (P_m || 0))
-        last.copy_from_slice(&c_prev.to_le_bytes()[..d]);
-        if let Some(pen) = blocks.last_mut() {
-            *pen = x;
-        }
+        self.cipher
+            .encrypt_with_backend(cbc::CtsEncrypt { iv, data });
         Ok(())
     }
 
     /// Decrypts `data` (≥ 16 bytes) in place (spec §2.2).
     pub(crate) fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let iv = self.check(iv, data)?;
-        let n = data.len();
-        let m = n.div_ceil(16);
-        let d = n - 16 * (m - 1);
-        if n > 16 {
-            // Undo the swap: D = D_K(X); C_{m-1} = C'[0..d] || D[d..16];
-            // P_m = D[0..d] ^ C'[0..d]. Then blocks 1..m-1 are ordinary CBC.
-            let (head, last) = data.split_at_mut(16 * (m - 1));
-            let (blocks, _) = as_blocks_mut(head);
-            let Some(pen) = blocks.last_mut() else {
-                return Ok(()); // unreachable: n > 16 implies m >= 2
-            };
-            let mut dd = *pen;
-            self.cipher.decrypt_block(&mut dd);
-            let mut c_prev = dd;
-            c_prev[..d].copy_from_slice(last);
-            for (l, (a, b)) in last.iter_mut().zip(dd.iter().zip(c_prev.iter())) {
-                *l = a ^ b;
-            }
-            *pen = c_prev;
-        }
-        let cbc_len = if n == 16 { 16 } else { 16 * (m - 1) };
-        let (blocks, _) = as_blocks_mut(&mut data[..cbc_len]);
-        if self.batched {
-            cbc::decrypt_batched(&self.cipher, iv, blocks);
-        } else {
-            cbc::decrypt_simple(&self.cipher, iv, blocks);
-        }
+        self.cipher.decrypt_with_backend(cbc::CtsDecrypt {
+            iv,
+            data,
+            batched: self.batched,
+        });
         Ok(())
     }
 }

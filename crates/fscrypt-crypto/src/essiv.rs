@@ -10,7 +10,7 @@ use cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
-use crate::block::{Block, as_blocks_mut, load};
+use crate::block::{Block, load};
 use crate::cts::iv16;
 use crate::{CipherKey, Error, cbc};
 
@@ -75,14 +75,17 @@ where
 {
     fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let iv = self.prepare(iv, data)?;
-        let (blocks, _) = as_blocks_mut(data);
-        cbc::encrypt(&self.cipher, iv, blocks);
+        self.cipher
+            .encrypt_with_backend(cbc::CbcEncrypt { iv, data });
         Ok(())
     }
     fn decrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
         let iv = self.prepare(iv, data)?;
-        let (blocks, _) = as_blocks_mut(data);
-        cbc::decrypt_batched(&self.cipher, iv, blocks);
+        self.cipher.decrypt_with_backend(cbc::CbcDecrypt {
+            iv,
+            data,
+            batched: true,
+        });
         Ok(())
     }
 }

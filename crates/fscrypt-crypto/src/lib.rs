@@ -34,6 +34,7 @@ mod essiv;
 mod hctr2;
 mod kat;
 mod kdf;
+mod poly1305;
 mod prepared;
 mod providers;
 pub mod registry;

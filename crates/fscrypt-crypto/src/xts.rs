@@ -7,9 +7,13 @@
 #![forbid(unsafe_code)]
 
 use cipher::consts::U16;
-use cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
+use cipher::{
+    BlockCipherDecBackend, BlockCipherDecClosure, BlockCipherDecrypt, BlockCipherEncBackend,
+    BlockCipherEncClosure, BlockCipherEncrypt, BlockSizeUser, KeyInit,
+};
 
 use crate::block::{BATCH, Block, as_blocks_mut, load, mul_alpha, xor_in};
+use crate::cbc::{dec_blocks, enc_blocks};
 use crate::{CipherKey, Error};
 
 /// An XTS key: data cipher `K1` and tweak cipher `K2` (spec §2.1).
@@ -61,24 +65,14 @@ where
         Ok(load(&t))
     }
 
-    /// En/decrypts whole blocks in place, advancing the tweak `t`.
+    /// En/decrypts whole blocks in place, advancing the tweak `t`: one
+    /// backend call for the whole run of blocks (round keys set up once).
     #[inline]
     fn blocks(&self, t: &mut u128, blocks: &mut [Block], encrypt: bool) {
-        let mut tweaks = [0u128; BATCH];
-        for chunk in blocks.chunks_mut(BATCH) {
-            for (b, tw) in chunk.iter_mut().zip(tweaks.iter_mut()) {
-                *tw = *t;
-                xor_in(b, *t);
-                *t = mul_alpha(*t);
-            }
-            if encrypt {
-                self.data.encrypt_blocks(chunk);
-            } else {
-                self.data.decrypt_blocks(chunk);
-            }
-            for (b, tw) in chunk.iter_mut().zip(tweaks.iter()) {
-                xor_in(b, *tw);
-            }
+        if encrypt {
+            self.data.encrypt_with_backend(XtsRun { t, blocks });
+        } else {
+            self.data.decrypt_with_backend(XtsRun { t, blocks });
         }
     }
 
@@ -131,6 +125,48 @@ where
         self.one(&mut b, t_second, encrypt);
         last_full.copy_from_slice(&b);
         Ok(())
+    }
+}
+
+/// A run of whole XTS blocks as a backend closure: XOR the tweaks (computed
+/// by doubling, kept on the stack for up to [`BATCH`] blocks), one parallel
+/// en/decryption over the batch, XOR the tweaks again.
+struct XtsRun<'a> {
+    t: &'a mut u128,
+    blocks: &'a mut [Block],
+}
+
+impl BlockSizeUser for XtsRun<'_> {
+    type BlockSize = U16;
+}
+
+#[inline(always)]
+fn xts_run(t: &mut u128, blocks: &mut [Block], mut crypt: impl FnMut(&mut [Block])) {
+    let mut tweaks = [0u128; BATCH];
+    for chunk in blocks.chunks_mut(BATCH) {
+        for (b, tw) in chunk.iter_mut().zip(tweaks.iter_mut()) {
+            *tw = *t;
+            xor_in(b, *t);
+            *t = mul_alpha(*t);
+        }
+        crypt(chunk);
+        for (b, tw) in chunk.iter_mut().zip(tweaks.iter()) {
+            xor_in(b, *tw);
+        }
+    }
+}
+
+impl BlockCipherEncClosure for XtsRun<'_> {
+    #[inline(always)]
+    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, be: &B) {
+        xts_run(self.t, self.blocks, |c| enc_blocks(be, c));
+    }
+}
+
+impl BlockCipherDecClosure for XtsRun<'_> {
+    #[inline(always)]
+    fn call<B: BlockCipherDecBackend<BlockSize = U16>>(self, be: &B) {
+        xts_run(self.t, self.blocks, |c| dec_blocks(be, c));
     }
 }
 
