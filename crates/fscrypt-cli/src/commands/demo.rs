@@ -80,17 +80,11 @@ impl Drop for Cleanup {
 }
 
 fn unmount(mountpoint: &Path) -> anyhow::Result<()> {
-    fscrypt_fuse::unmount(mountpoint)
-        .with_context(|| format!("unmounting {}", mountpoint.display()))?;
-    // Wait until the kernel no longer lists it, so the next step sees the
-    // backing store alone.
-    for _ in 0..500 {
-        if super::mount::mount_count(mountpoint)? == 0 {
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    super::unmount::unmount_and_wait(mountpoint)?;
+    if super::mount::mount_count(mountpoint)? > 0 {
+        bail!("{} is still mounted", mountpoint.display());
     }
-    bail!("{} is still mounted", mountpoint.display())
+    Ok(())
 }
 
 fn step(n: u32, text: &str) {
