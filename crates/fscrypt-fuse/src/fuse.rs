@@ -177,11 +177,14 @@ impl fuser::Filesystem for FuseAdapter {
         };
         // With KILLPRIV_V2, truncation by a caller without CAP_FSETID (here:
         // any non-root caller) clears setuid/setgid, as the kernel would.
-        if self.killpriv && size.is_some() && mode.is_none() && req.uid() != 0 {
-            if let Err(e) = self.fs.kill_suid(ino(i)) {
-                reply.error(errno(&e));
-                return;
-            }
+        if self.killpriv
+            && size.is_some()
+            && mode.is_none()
+            && req.uid() != 0
+            && let Err(e) = self.fs.kill_suid(ino(i))
+        {
+            reply.error(errno(&e));
+            return;
         }
         match self.fs.setattr(ino(i), a) {
             Ok(a) => reply.attr(&TTL, &a),
@@ -318,11 +321,11 @@ impl fuser::Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            if let Err(e) = self.fs.kill_suid(ino(i)) {
-                reply.error(errno(&e));
-                return;
-            }
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+            && let Err(e) = self.fs.kill_suid(ino(i))
+        {
+            reply.error(errno(&e));
+            return;
         }
         match self.fs.write(fh(h), offset, data) {
             Ok(n) => reply.written(n),

@@ -572,8 +572,14 @@ fn readdir_of_100000_entries() {
 #[test]
 fn unprivileged_write_and_truncate_clear_setuid() {
     need_fuse!();
-    if std::process::Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED unprivileged_write_and_truncate_clear_setuid: setpriv (util-linux) missing");
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIPPED unprivileged_write_and_truncate_clear_setuid: setpriv (util-linux) missing"
+        );
         return;
     }
     let v = Vault::new("suid");
@@ -584,11 +590,22 @@ fn unprivileged_write_and_truncate_clear_setuid() {
         fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
         assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, 0o6777);
         let st = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", cmd])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                cmd,
+            ])
             .arg(&p)
             .status()
             .unwrap();
         assert!(st.success(), "{name}: {st}");
-        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, 0o0777, "{name}: setuid/setgid not cleared");
+        assert_eq!(
+            fs::metadata(&p).unwrap().mode() & 0o7777,
+            0o0777,
+            "{name}: setuid/setgid not cleared"
+        );
     }
 }
