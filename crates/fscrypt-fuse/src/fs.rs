@@ -871,6 +871,41 @@ impl EncryptedFs {
         self.attr_from(&inode, &st)
     }
 
+    /// Clears setuid, and setgid if group-executable, of a regular file (what
+    /// the kernel does when an unprivileged caller writes or truncates).
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub fn kill_suid(&self, ino: InodeNo) -> Result<()> {
+        let inode = self.inode(ino)?;
+        if inode.kind != Kind::File {
+            return Ok(());
+        }
+        let loc = self.loc(&inode)?;
+        let st = self.stat_loc(&loc)?;
+        let mut mode = st.st_mode & 0o7777;
+        let old = mode;
+        mode &= !libc::S_ISUID;
+        if mode & libc::S_IXGRP != 0 {
+            mode &= !libc::S_ISGID;
+        }
+        if mode == old {
+            return Ok(());
+        }
+        let m = Mode::from_raw_mode(mode);
+        match &loc {
+            Loc::Fd(f) => rustix::fs::fchmod(f, m),
+            Loc::DirFd(d) => rustix::fs::fchmod(self.dir_fd(d)?, m),
+            Loc::At(l) => rustix::fs::chmodat(
+                self.dir_fd(&l.parent)?,
+                l.name.name.as_str(),
+                m,
+                AtFlags::empty(),
+            ),
+        }
+        .map_err(sys)
+    }
+
     /// The target of a symlink (plaintext; no-key name on a locked mount).
     ///
     /// # Errors

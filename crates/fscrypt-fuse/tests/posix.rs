@@ -568,3 +568,44 @@ fn readdir_of_100000_entries() {
     assert_eq!(n, 100_000);
     assert!(seen_last);
 }
+
+#[test]
+fn unprivileged_write_and_truncate_clear_setuid() {
+    need_fuse!();
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "SKIPPED unprivileged_write_and_truncate_clear_setuid: setpriv (util-linux) missing"
+        );
+        return;
+    }
+    let v = Vault::new("suid");
+    fs::set_permissions(v.mnt.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    for (name, cmd) in [("w", "printf x >> \"$0\""), ("t", "truncate -s 10 \"$0\"")] {
+        let p = v.p(name);
+        fs::write(&p, b"data").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, 0o6777);
+        let st = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                cmd,
+            ])
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name}: {st}");
+        assert_eq!(
+            fs::metadata(&p).unwrap().mode() & 0o7777,
+            0o0777,
+            "{name}: setuid/setgid not cleared"
+        );
+    }
+}

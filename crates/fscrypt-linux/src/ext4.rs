@@ -536,6 +536,7 @@ impl Ext4 {
             }
         }
         let mut base = 12u64;
+        let mut budget = 65_536u32;
         for (slot, level) in [(12usize, 1u32), (13, 2), (14, 3)] {
             if base >= nblocks {
                 break;
@@ -543,7 +544,16 @@ impl Ext4 {
             let span = per.pow(level);
             let p = ptr(slot);
             if p != 0 {
-                self.walk_indirect(inode.ino, p, level, base, nblocks, &mut push, out)?;
+                self.walk_indirect(
+                    inode.ino,
+                    p,
+                    level,
+                    base,
+                    nblocks,
+                    &mut push,
+                    out,
+                    &mut budget,
+                )?;
             }
             base += span;
         }
@@ -567,7 +577,12 @@ impl Ext4 {
         nblocks: u64,
         push: &mut impl FnMut(u64, u64, &mut Vec<Extent>),
         out: &mut Vec<Extent>,
+        budget: &mut u32,
     ) -> Result<(), Ext4Error> {
+        // Bound the work a corrupt map can cause (≈ 256 MiB of pointer blocks).
+        *budget = budget
+            .checked_sub(1)
+            .ok_or_else(|| self.corrupt(Some(ino), "block map too large"))?;
         self.check_block(ino, block)?;
         let data = self.read_block_vec(block)?;
         let per = data.len() as u64 / 4;
@@ -585,7 +600,7 @@ impl Ext4 {
                 self.check_block(ino, p)?;
                 push(logical, p, out);
             } else {
-                self.walk_indirect(ino, p, level - 1, logical, nblocks, push, out)?;
+                self.walk_indirect(ino, p, level - 1, logical, nblocks, push, out, budget)?;
             }
         }
         Ok(())

@@ -467,6 +467,14 @@ impl Verifier<'_> {
         let ctx = Context::parse(&ctx_bytes).map_err(|e| format!("on-disk context: {e}"))?;
         let policy = ctx.policy();
         r.policy = crate::policy::describe(&policy);
+        // The kernel's view of the same inode must agree with what we read
+        // from disk (guards against reading the wrong inode or stale data).
+        if kind != ObjectKind::Symlink {
+            let nonce = crate::policy::get_nonce(path).map_err(|e| e.to_string())?;
+            if &nonce != ctx.nonce() {
+                return Err("the kernel's nonce (FS_IOC_GET_ENCRYPTION_NONCE) differs from the on-disk context".into());
+            }
+        }
         if !self.policies.contains(&r.policy) {
             self.policies.push(r.policy.clone());
         }

@@ -135,9 +135,8 @@ pub struct CryptUtilParams {
     pub use_inlinecrypt_key: bool,
 }
 
-/// The cipher of a `fscrypt-rs crypt` run, by its tool name.
-///
-/// # Errors
+/// The cipher of a `fscrypt-rs crypt` run, by its tool name
+/// (`"AES-256-XTS"`, `"AES-256-CTS-CBC"`, …; [`ModeInfo::cipher_name`]), or
 /// `None` for an unknown name.
 pub fn cipher_by_name(name: &str) -> Option<&'static ModeInfo> {
     EncryptionMode::from_cipher_name(name).and_then(|m| m.info())

@@ -182,13 +182,6 @@ impl InodeCrypt {
         out.len = n as u8;
         Ok(out)
     }
-
-    /// The no-key name of an on-disk ciphertext name of this directory with
-    /// the filesystem's dirhash words (spec §8.1); usable without the key too,
-    /// see [`crate::nokey::encode`].
-    pub fn nokey_name(ciphertext: &[u8], hash: u32, minor_hash: u32) -> crate::nokey::NoKeyNameBuf {
-        crate::nokey::encode(ciphertext, hash, minor_hash)
-    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,28 @@
 //! | [`hw_wrapped`] | xfstests hardware-KDF model (§4.6) | — |
 //! | [`crypt_util`] | `fscrypt-rs crypt` (xfstests fscrypt-crypt-util) | — |
 //!
+//! # Notes for users of the agreed API (fuse, vault, linux)
+//!
+//! - [`Policy::parse`] checks the layout *and* validates (spec §3.4);
+//!   [`Policy::parse_unvalidated`] checks the layout only.
+//!   [`Context::parse`] checks the layout only (the kernel's "recognized");
+//!   [`Context::validate`] / [`InodeCrypt::new`] decide "supported".
+//! - [`Context::to_bytes`] returns a [`ContextBytes`] stack buffer that derefs
+//!   to `[u8]` (28 or 40 bytes); [`Policy::to_bytes`] returns a `Vec<u8>`.
+//! - [`InodeCrypt::new`] validates the policy for `fs_block_size`, checks the
+//!   v2 key identifier against the master key ([`KeyError::WrongKey`]) and the
+//!   length rule (spec §4.1), and derives or fetches the key. Build one per
+//!   inode and keep it: everything after that is `&self` and allocation-free.
+//! - Filename methods need a `Directory`/`Symlink` [`InodeCrypt`], contents
+//!   methods a `Regular` one. Directory no-key names: [`nokey::encode`] with the
+//!   filesystem's dirhash words (0/0 for linear directories and symlinks);
+//!   lookups: [`NoKeyName::decode`] then [`NoKeyName::matches`] per entry.
+//! - [`InodeCrypt::encrypt_symlink`]'s `max_len` is the largest on-disk blob
+//!   (ext4: the block size); the ciphertext gets `max_len − 3` bytes.
+//! - Casefolded v2 directories: [`InodeCrypt::dirhash`] over the already
+//!   casefolded name, then [`dirhash::ext4_hash`] / [`dirhash::f2fs_hash`].
+//! - Errors map to errno per the variant docs in [`error`].
+//!
 //! Pure: no I/O, no libc, no global state beyond the crypto provider
 //! registry. Bad input yields a typed [`Error`], never a panic. Keys are
 //! zeroized and never printed. Hot paths (one data unit, one filename with an
