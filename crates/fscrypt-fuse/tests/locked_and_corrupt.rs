@@ -204,3 +204,110 @@ fn corrupt_backing_objects_give_eio_and_the_mount_stays_up() {
     // Damaged files can still be deleted.
     fs::remove_file(v.p("c-bad-length")).unwrap();
 }
+
+/// Collects log records of this process (the mount runs in a thread of it).
+struct Collect(std::sync::Mutex<Vec<String>>);
+impl log::Log for Collect {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(r.args().to_string());
+        }
+    }
+    fn flush(&self) {}
+}
+static LOGS: Collect = Collect(std::sync::Mutex::new(Vec::new()));
+
+#[test]
+fn corruption_is_logged_with_the_backing_path() {
+    need_fuse!();
+    let _ = log::set_logger(&LOGS);
+    log::set_max_level(log::LevelFilter::Error);
+    let mut v = Vault::new("corrupt-log");
+    fs::write(v.p("victim"), b"data").unwrap();
+    let b = backing_entries(v.backing.path());
+    assert_eq!(b.len(), 1);
+    v.mount.take().unwrap().unmount().unwrap();
+    let mut bytes = fs::read(&b[0]).unwrap();
+    bytes[0] = b'X';
+    fs::write(&b[0], bytes).unwrap();
+    v.remount(true);
+    assert_eq!(
+        fs::read(v.p("victim")).unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    let logs = LOGS.0.lock().unwrap().clone();
+    let want = b[0].display().to_string();
+    assert!(
+        logs.iter().any(|l| l.contains(&want)),
+        "no log line names {want}: {logs:#?}"
+    );
+}
+
+/// Deterministic pseudo-random bytes (xorshift), no dependency needed.
+fn garbage(seed: &mut u64, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed as u8
+        })
+        .collect()
+}
+
+#[test]
+fn garbage_in_the_backing_store_never_brings_the_mount_down() {
+    need_fuse!();
+    let mut v = Vault::new("garbage");
+    fs::create_dir_all(v.p("a/b")).unwrap();
+    for (i, name) in ["x", "a/y", "a/b/z", &"l".repeat(220)].iter().enumerate() {
+        fs::write(v.p(name), vec![i as u8; 5000 + i * 3000]).unwrap();
+    }
+    std::os::unix::fs::symlink("x", v.p("a/s")).unwrap();
+    v.mount.take().unwrap().unmount().unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut all = Vec::new();
+    common::walk(v.backing.path(), &mut all);
+    // The root's context must stay (without it the vault does not mount).
+    let root_meta = v.backing.path().join("fscrypt.dir");
+    for (k, p) in all.iter().enumerate() {
+        let m = fs::symlink_metadata(p).unwrap();
+        if m.file_type().is_symlink() {
+            fs::remove_file(p).unwrap();
+            let t: String = garbage(&mut seed, 200)
+                .iter()
+                .map(|b| (b'A' + b % 26) as char)
+                .collect();
+            std::os::unix::fs::symlink(t, p).unwrap();
+        } else if m.is_file()
+            && *p != root_meta
+            && (p.file_name().unwrap() != "fscrypt.dir" || k % 3 == 0)
+        {
+            let len = (garbage(&mut seed, 1)[0] as usize) * 40;
+            fs::write(p, garbage(&mut seed, len)).unwrap();
+        }
+    }
+    // Foreign entries with names in our alphabet.
+    fs::write(v.backing.path().join("QUFBQUFBQUFBQUFBQUFBQUFB"), b"?").unwrap();
+    fs::create_dir(v.backing.path().join("QkJCQkJCQkJCQkJCQkJCQkJC")).unwrap();
+    v.remount(true);
+    // Touch everything; errors are fine, a dead mount is not.
+    let mut seen = Vec::new();
+    common::walk(v.mnt.path(), &mut seen);
+    for p in &seen {
+        let _ = fs::symlink_metadata(p);
+        let _ = fs::read(p);
+        let _ = fs::read_link(p);
+        let _ = fs::read_dir(p).map(|d| d.count());
+    }
+    for name in ["x", "a", "a/y", "a/b", "a/b/z", "a/s"] {
+        let _ = fs::read(v.p(name));
+        let _ = fs::write(v.p(name), b"overwrite");
+    }
+    assert!(common::is_mounted(v.mnt.path()));
+    fs::write(v.p("fresh"), b"alive").unwrap();
+    assert_eq!(fs::read(v.p("fresh")).unwrap(), b"alive");
+}

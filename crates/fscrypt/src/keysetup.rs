@@ -359,6 +359,7 @@ pub struct InodeCrypt {
     pub(crate) iv: IvScheme,
     pub(crate) data_unit_bits: u8,
     pub(crate) dirhash_key: Option<DirHashKey>,
+    pub(crate) nonce: [u8; NONCE_SIZE],
 }
 
 impl core::fmt::Debug for InodeCrypt {
@@ -470,12 +471,17 @@ impl InodeCrypt {
             iv,
             data_unit_bits,
             dirhash_key,
+            nonce: *nonce,
         })
     }
 
     /// The inode's policy.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+    /// The inode's nonce (from its context).
+    pub fn nonce(&self) -> &[u8; NONCE_SIZE] {
+        &self.nonce
     }
     /// The inode's type.
     pub fn file_type(&self) -> FileType {

@@ -255,3 +255,70 @@ fn name_limits() {
     assert!(file.encrypt_filename(b"x").is_err());
     assert!(dir.encrypt_data_units(0, &mut [0; 4096]).is_err());
 }
+
+#[test]
+fn key_rules() {
+    use fscrypt::{Error, KeyError};
+    assert!(matches!(
+        MasterKey::new(&[1; 15]),
+        Err(KeyError::BadMasterKeySize(15))
+    ));
+    assert!(matches!(
+        MasterKey::new(&[1; 65]),
+        Err(KeyError::BadMasterKeySize(65))
+    ));
+    let mk = master();
+    let other = MasterKey::new(&[7; 64]).unwrap();
+    let p = make_policy(&mk, true, 1, 4, 3, 0);
+    let params = InodeParams {
+        file_type: FileType::Regular,
+        ino: 9,
+        fs_uuid: [0; 16],
+        fs_block_size: 4096,
+    };
+    let ctx = Context::new(&p, [3; 16]);
+    assert!(matches!(
+        InodeCrypt::new(&other, &ctx, &params),
+        Err(Error::Key(KeyError::WrongKey { .. }))
+    ));
+    let f = InodeCrypt::new(&mk, &ctx, &params).unwrap();
+    assert_eq!(f.nonce(), &[3; 16]);
+
+    // v2: security strength (32 for AES-256-XTS, 16 for AES-128-CBC-ESSIV).
+    let k16: Vec<u8> = (0..16u8).map(|i| i * 3 + 1).collect();
+    let k32: Vec<u8> = (0..32u8).map(|i| i * 5 + 2).collect();
+    let short = MasterKey::new(&k16).unwrap();
+    let p16 = make_policy(&short, true, 1, 4, 3, 0);
+    assert!(matches!(
+        InodeCrypt::new(&short, &Context::new(&p16, [3; 16]), &params),
+        Err(Error::Key(KeyError::MasterKeyTooShort {
+            need: 32,
+            have: 16,
+            ..
+        }))
+    ));
+    let p16b = make_policy(&short, true, 5, 6, 3, 0);
+    assert!(InodeCrypt::new(&short, &Context::new(&p16b, [3; 16]), &params).is_ok());
+    let mid = MasterKey::new(&k32).unwrap();
+    let p32 = make_policy(&mid, true, 1, 4, 3, 0);
+    assert!(InodeCrypt::new(&mid, &Context::new(&p32, [3; 16]), &params).is_ok());
+    // v1: key size (64 for AES-256-XTS).
+    let p32v1 = make_policy(&mid, false, 1, 4, 3, 0);
+    assert!(matches!(
+        InodeCrypt::new(&mid, &Context::new(&p32v1, [3; 16]), &params),
+        Err(Error::Key(KeyError::MasterKeyTooShort {
+            need: 64,
+            have: 32,
+            version: 1,
+            ..
+        }))
+    ));
+    // IV_INO_LBLK_* needs 32-bit inode numbers.
+    let lblk = make_policy(&mk, true, 1, 4, 0x0b, 0);
+    let big = InodeParams {
+        ino: 1 << 32,
+        ..params
+    };
+    assert!(InodeCrypt::new(&mk, &Context::new(&lblk, [3; 16]), &big).is_err());
+    assert!(format!("{mk:?}").contains("identifier") && !format!("{mk:?}").contains("secret"));
+}
