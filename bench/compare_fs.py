@@ -137,8 +137,12 @@ def stat_ticks(pid):
 
 
 def kthread_ticks():
-    """CPU ticks of all kernel threads (children of kthreadd, pid 2)."""
-    total = 0
+    """CPU ticks of each kernel thread (children of kthreadd, pid 2), by pid.
+
+    Kernel workers come and go; a delta is taken per pid (see CpuMeter), so
+    a worker exiting mid-interval loses only its own share instead of
+    making the sum go down."""
+    total = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -148,7 +152,7 @@ def kthread_ticks():
         except (FileNotFoundError, ProcessLookupError, IndexError):
             continue
         if rest[1] == "2" or name == "2":
-            total += int(rest[11]) + int(rest[12])
+            total[name] = int(rest[11]) + int(rest[12])
     return total
 
 
@@ -161,16 +165,16 @@ class CpuMeter:
         c = resource.getrusage(resource.RUSAGE_CHILDREN)
         work = s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
         daemon = sum(stat_ticks(p) for p in self.daemon_pids()) / CLK_TCK
-        kthr = kthread_ticks() / CLK_TCK
-        return (work, daemon, kthr)
+        return (work, daemon, kthread_ticks())
 
     @staticmethod
     def delta(a, b):
+        kthr = sum(max(0, t - a[2].get(pid, 0)) for pid, t in b[2].items()) / CLK_TCK
         return {
             "workload": b[0] - a[0],
-            "daemon": b[1] - a[1],
-            "kthreads": b[2] - a[2],
-            "total": (b[0] - a[0]) + (b[1] - a[1]) + (b[2] - a[2]),
+            "daemon": max(0.0, b[1] - a[1]),
+            "kthreads": kthr,
+            "total": (b[0] - a[0]) + max(0.0, b[1] - a[1]) + kthr,
         }
 
 
