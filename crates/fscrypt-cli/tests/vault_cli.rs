@@ -341,6 +341,15 @@ fn wrong_passphrase_or_key_exits_12_without_retrying() {
         "{}",
         text(&out.stderr)
     );
+    // No passphrase protector: refused before any prompt.
+    let out = run(args!["mount", cipher2, mnt], b"some passphrase\n");
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(EXIT_WRONG_SECRET));
+    assert!(
+        text(&out.stderr).contains("no passphrase protector"),
+        "{}",
+        text(&out.stderr)
+    );
     // The mount helper passes the code on.
     let out = run_with(
         &helper(&t),
