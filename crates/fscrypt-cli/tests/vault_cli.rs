@@ -341,6 +341,15 @@ fn wrong_passphrase_or_key_exits_12_without_retrying() {
         "{}",
         text(&out.stderr)
     );
+    // No passphrase protector: refused before any prompt.
+    let out = run(args!["mount", cipher2, mnt], b"some passphrase\n");
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(EXIT_WRONG_SECRET));
+    assert!(
+        text(&out.stderr).contains("no passphrase protector"),
+        "{}",
+        text(&out.stderr)
+    );
     // The mount helper passes the code on.
     let out = run_with(
         &helper(&t),
@@ -603,4 +612,149 @@ fn demo_runs_end_to_end_and_cleans_up() {
         0,
         "demo left files behind"
     );
+}
+
+#[test]
+fn foreground_mount_serves_until_sigterm() {
+    if !can_mount() {
+        return;
+    }
+    let t = TempDir::new("fg");
+    let cipher = t.sub("cipher");
+    let mnt = t.sub("mnt");
+    let key = init_with_key(&t, &cipher);
+    let mut child = Command::new(BIN)
+        .arg("mount")
+        .arg(&cipher)
+        .arg(&mnt)
+        .arg("--key-file")
+        .arg(&key)
+        .arg("--foreground")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = MountGuard(mnt.clone());
+    let start = Instant::now();
+    while !is_mounted(&mnt) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "foreground mount exited early"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "mount did not appear"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::write(mnt.join("f"), b"served in the foreground").unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "--foreground must not detach"
+    );
+    let killed = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status}");
+    assert!(!is_mounted(&mnt));
+    drop(guard);
+    // The data is in the vault.
+    let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let guard = MountGuard(mnt.clone());
+    assert_eq!(
+        std::fs::read(mnt.join("f")).unwrap(),
+        b"served in the foreground"
+    );
+    unmount(&mnt);
+    drop(guard);
+}
+
+#[test]
+fn every_policy_option_mounts_and_round_trips() {
+    if !can_mount() {
+        return;
+    }
+    let t = TempDir::new("policies");
+    let cases: &[&[&str]] = &[
+        &[
+            "--contents",
+            "adiantum",
+            "--filenames",
+            "adiantum",
+            "--direct-key",
+        ],
+        &["--contents", "adiantum", "--filenames", "adiantum"],
+        &["--filenames", "aes-256-hctr2", "--padding", "16"],
+        &[
+            "--contents",
+            "aes-128-cbc-essiv",
+            "--filenames",
+            "aes-128-cts",
+            "--padding",
+            "4",
+        ],
+        &[
+            "--contents",
+            "sm4-xts",
+            "--filenames",
+            "sm4-cts",
+            "--padding",
+            "8",
+        ],
+        &["--data-unit-size", "512"],
+        &["--data-unit-size", "1024", "--padding", "32"],
+    ];
+    for (i, opts) in cases.iter().enumerate() {
+        let cipher = t.sub(&format!("c{i}"));
+        let mnt = t.sub(&format!("m{i}"));
+        let key = t.path().join(format!("k{i}"));
+        let mut owned: Vec<std::ffi::OsString> = vec!["init".into(), cipher.clone().into()];
+        owned.extend(opts.iter().map(|s| s.into()));
+        owned.push("--new-key-file".into());
+        owned.push(key.clone().into());
+        let a: Vec<&std::ffi::OsStr> = owned.iter().map(|s| s.as_os_str()).collect();
+        let out = run(&a, b"");
+        assert!(out.status.success(), "{opts:?}: {}", text(&out.stderr));
+
+        let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
+        assert!(
+            out.status.success(),
+            "{opts:?}: mount: {}",
+            text(&out.stderr)
+        );
+        let guard = MountGuard(mnt.clone());
+        let data: Vec<u8> = (0..5000u32).map(|x| (x * 31 % 251) as u8).collect();
+        std::fs::create_dir(mnt.join("a directory")).unwrap();
+        std::fs::write(mnt.join("a directory/file.bin"), &data).unwrap();
+        unmount(&mnt);
+        let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
+        assert!(
+            out.status.success(),
+            "{opts:?}: remount: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read(mnt.join("a directory/file.bin")).unwrap(),
+            data,
+            "{opts:?}"
+        );
+        unmount(&mnt);
+        drop(guard);
+    }
 }

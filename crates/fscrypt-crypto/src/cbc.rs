@@ -69,7 +69,10 @@ pub(crate) fn decrypt_with<B: BlockCipherDecBackend<BlockSize = U16>>(
     blocks: &mut [Block],
     batched: bool,
 ) {
-    if !batched {
+    // Decryptions of different blocks are independent, so the one-block loop
+    // already overlaps them; batching pays off only for long runs (and would
+    // zero a 4 KiB buffer for every filename).
+    if !batched || blocks.len() <= 16 {
         for b in blocks.iter_mut() {
             let ct = load(b);
             be.decrypt_block_inplace(b);

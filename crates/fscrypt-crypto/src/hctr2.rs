@@ -78,9 +78,19 @@ where
 
     /// XORs `data` with the XCTR keystream `E_K(S ^ le128(i))`, i = 1, 2, …
     fn xctr(&self, s: u128, data: &mut [u8]) {
-        let mut ks = [Block::default(); BATCH];
+        // Filenames (≤ 255 bytes) use a small keystream buffer.
+        if data.len() <= 16 * 16 {
+            self.xctr_n::<16>(s, data)
+        } else {
+            self.xctr_n::<BATCH>(s, data)
+        }
+    }
+
+    #[inline(always)]
+    fn xctr_n<const N: usize>(&self, s: u128, data: &mut [u8]) {
+        let mut ks = [Block::default(); N];
         let mut i: u128 = 1;
-        for chunk in data.chunks_mut(16 * BATCH) {
+        for chunk in data.chunks_mut(16 * N) {
             let nblocks = chunk.len().div_ceil(16);
             for b in ks[..nblocks].iter_mut() {
                 *b = Block::from((s ^ i).to_le_bytes());
@@ -92,8 +102,8 @@ where
             for (b, k) in blocks.iter_mut().zip(ks.iter()) {
                 xor_in(b, load(k));
             }
-            if !tail.is_empty() {
-                xor_bytes(tail, &ks[nfull][..]);
+            if let Some(k) = ks.get(nfull).filter(|_| !tail.is_empty()) {
+                xor_bytes(tail, &k[..]);
             }
         }
     }

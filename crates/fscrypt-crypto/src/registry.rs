@@ -7,7 +7,7 @@
 //! Selection for an algorithm returns the highest-priority implementation that
 //! (a) has none of the registry's refused [`Properties`] and (b) has passed its
 //! self-test. Self-tests run once per implementation, lazily and thread-safely
-//! (a `OnceLock` per entry), on the vectors embedded in [`crate::kat`]. A
+//! (a `OnceLock` per entry), on the vectors of [`self_test_vectors`]. A
 //! failing implementation is logged (name and vector) and skipped; when none
 //! is left, selection returns [`Error::NoImplementation`] — never a wrong answer.
 
@@ -186,7 +186,7 @@ pub enum SelfTestStatus {
     },
     /// A vector failed; the implementation is excluded.
     Failed {
-        /// Source of the failing vector (see [`crate::kat`]).
+        /// Source of the failing vector ([`Kat::source`]).
         vector: &'static str,
         /// What went wrong.
         failure: SelfTestFailure,
@@ -465,6 +465,13 @@ impl Registry {
 pub fn default_registry() -> &'static Registry {
     static DEFAULT: OnceLock<Registry> = OnceLock::new();
     DEFAULT.get_or_init(Registry::with_builtins)
+}
+
+/// The known-answer vectors every implementation of `alg` must pass before it
+/// is used (embedded in the crate; each names its source: Linux testmgr.h,
+/// the fscrypt-level vectors cross-checked with xfstests, or pyca/cryptography).
+pub fn self_test_vectors(alg: Algorithm) -> &'static [Kat] {
+    kat::for_algorithm(alg)
 }
 
 /// The built-in implementations (all synchronous CPU code, no refused property).

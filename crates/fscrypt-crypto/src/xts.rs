@@ -141,9 +141,27 @@ impl BlockSizeUser for XtsRun<'_> {
 }
 
 #[inline(always)]
-fn xts_run(t: &mut u128, blocks: &mut [Block], mut crypt: impl FnMut(&mut [Block])) {
-    let mut tweaks = [0u128; BATCH];
-    for chunk in blocks.chunks_mut(BATCH) {
+fn xts_run(t: &mut u128, blocks: &mut [Block], crypt: impl FnMut(&mut [Block])) {
+    // Short runs (filenames) use a small tweak buffer: zeroing 4 KiB of
+    // stack would cost more than encrypting two blocks.
+    if blocks.len() <= SMALL {
+        xts_run_n::<SMALL>(t, blocks, crypt)
+    } else {
+        xts_run_n::<BATCH>(t, blocks, crypt)
+    }
+}
+
+/// Tweak-buffer size for short runs (≤ 256 bytes, every filename).
+const SMALL: usize = 16;
+
+#[inline(always)]
+fn xts_run_n<const N: usize>(
+    t: &mut u128,
+    blocks: &mut [Block],
+    mut crypt: impl FnMut(&mut [Block]),
+) {
+    let mut tweaks = [0u128; N];
+    for chunk in blocks.chunks_mut(N) {
         for (b, tw) in chunk.iter_mut().zip(tweaks.iter_mut()) {
             *tw = *t;
             xor_in(b, *t);

@@ -86,6 +86,29 @@ impl CipherKey for BrokenCts {
     }
 }
 
+/// Captures log records (the registry logs excluded implementations).
+struct Capture(std::sync::Mutex<Vec<String>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(format!("{} {}", record.level(), record.args()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+static CAPTURE: Capture = Capture(std::sync::Mutex::new(Vec::new()));
+
+fn captured_logs() -> Vec<String> {
+    let _ = log::set_logger(&CAPTURE);
+    log::set_max_level(log::LevelFilter::Trace);
+    CAPTURE.0.lock().map(|v| v.clone()).unwrap_or_default()
+}
+
 fn broken_cts_key(key: &[u8]) -> Result<Box<dyn CipherKey>, Error> {
     let good = (builtin("cts-cbc-aes-256-reference").new_key)(key)?;
     Ok(Box::new(BrokenCts(good)))
@@ -101,8 +124,17 @@ fn wrong_32_byte_cts_is_excluded_by_its_self_test() {
         properties: Properties::NONE,
         new_key: broken_cts_key,
     });
+    captured_logs();
     let chosen = r.select(Algorithm::Aes256CbcCts).unwrap();
     assert_eq!(chosen.name, "cts-cbc-aes-256-rustcrypto");
+    let logs = captured_logs();
+    assert!(
+        logs.iter().any(|l| l.starts_with("WARN")
+            && l.contains("cts-broken-hw")
+            && l.contains("padded to 32")
+            && l.contains("excluded")),
+        "no log line naming the implementation and vector: {logs:?}"
+    );
     match r.self_test("cts-broken-hw").unwrap() {
         SelfTestStatus::Failed { vector, failure } => {
             assert_eq!(*failure, SelfTestFailure::WrongCiphertext);

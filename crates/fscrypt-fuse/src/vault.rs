@@ -378,7 +378,12 @@ impl Vault {
             Err(ConfigError::Io(source)) => return Err(Error::Io { path, source }),
             Err(source) => return Err(Error::BadConfig { path, source }),
         };
-        let record = ConfigRecord::parse(&bytes).map_err(|source| Error::BadConfig {
+        Self::from_config_bytes(cipherdir, path, &bytes)
+    }
+
+    /// Validates config bytes read from `path` (see [`Vault::open`]).
+    fn from_config_bytes(cipherdir: &Path, path: PathBuf, bytes: &[u8]) -> Result<Vault, Error> {
+        let record = ConfigRecord::parse(bytes).map_err(|source| Error::BadConfig {
             path: path.clone(),
             source,
         })?;

@@ -69,9 +69,10 @@ pub enum Error {
     },
     /// `ENOTTY` / `EOPNOTSUPP`: no fscrypt support on this filesystem.
     #[error(
-        "{path}: {op} failed: this filesystem does not support encryption ({errno}); \
+        "{path}: {op} failed: this filesystem does not support encryption ({}); \
          for ext4 enable it with `tune2fs -O encrypt DEVICE` (or `mkfs.ext4 -O encrypt`), \
-         and use a kernel built with CONFIG_FS_ENCRYPTION"
+         and use a kernel built with CONFIG_FS_ENCRYPTION",
+        errno_name(*.errno)
     )]
     EncryptionNotSupported {
         /// The operation.
@@ -83,9 +84,10 @@ pub enum Error {
     },
     /// `EOPNOTSUPP` for hardware-wrapped keys or the `BLKCRYPTO*` ioctls.
     #[error(
-        "{path}: {op} failed: hardware-wrapped keys are not supported here ({errno}); \
+        "{path}: {op} failed: hardware-wrapped keys are not supported here ({}); \
          the filesystem must be mounted with `-o inlinecrypt` on a block device whose \
-         inline-encryption hardware supports wrapped keys (this machine may have none)"
+         inline-encryption hardware supports wrapped keys (this machine may have none)",
+        errno_name(*.errno)
     )]
     HwWrappedNotSupported {
         /// The operation.
@@ -177,7 +179,7 @@ pub enum Error {
         hint: &'static str,
     },
     /// `EACCES` / `EPERM`.
-    #[error("{path}: {op} failed: permission denied ({errno}): {hint}")]
+    #[error("{path}: {op} failed: permission denied ({}): {hint}", errno_name(*.errno))]
     PermissionDenied {
         /// The operation.
         op: Operation,
@@ -256,7 +258,7 @@ pub enum Error {
         detail: String,
     },
     /// Any other errno.
-    #[error("{path}: {op} failed: {errno}")]
+    #[error("{path}: {op} failed: {} ({errno})", errno_name(*.errno))]
     Other {
         /// The operation.
         op: Operation,
@@ -265,6 +267,37 @@ pub enum Error {
         /// The errno.
         errno: Errno,
     },
+}
+
+/// The symbolic name of an errno (`"EOPNOTSUPP"`), or `"errno N"`.
+pub fn errno_name(e: Errno) -> String {
+    let name = match e {
+        Errno::PERM => "EPERM",
+        Errno::NOENT => "ENOENT",
+        Errno::IO => "EIO",
+        Errno::ACCESS => "EACCES",
+        Errno::FAULT => "EFAULT",
+        Errno::BUSY => "EBUSY",
+        Errno::EXIST => "EEXIST",
+        Errno::XDEV => "EXDEV",
+        Errno::NOTDIR => "ENOTDIR",
+        Errno::INVAL => "EINVAL",
+        Errno::NOTTY => "ENOTTY",
+        Errno::ROFS => "EROFS",
+        Errno::NAMETOOLONG => "ENAMETOOLONG",
+        Errno::NOTEMPTY => "ENOTEMPTY",
+        Errno::NODATA => "ENODATA",
+        Errno::NOPKG => "ENOPKG",
+        Errno::BADMSG => "EBADMSG",
+        Errno::OVERFLOW => "EOVERFLOW",
+        Errno::OPNOTSUPP => "EOPNOTSUPP",
+        Errno::UCLEAN => "EUCLEAN",
+        Errno::DQUOT => "EDQUOT",
+        Errno::NOKEY => "ENOKEY",
+        Errno::KEYREJECTED => "EKEYREJECTED",
+        other => return format!("errno {}", other.raw_os_error()),
+    };
+    name.to_string()
 }
 
 /// Extra context for [`Error::from_errno`]: the key or policy involved.

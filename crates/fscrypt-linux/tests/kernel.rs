@@ -195,6 +195,22 @@ fn kernel_policy_round_trips_and_refusals() {
     eprintln!(
         "set/get policy: {n} policies tried, {accepted} accepted and round-tripped, {refused} refused (EINVAL)"
     );
+    let mut kinds: Vec<String> = accepted_list
+        .iter()
+        .map(|a| {
+            let a = a.split(" key ").next().unwrap_or(a);
+            let a = a.split(" descriptor").next().unwrap_or(a);
+            let a = a.replace(" data unit block size", "");
+            [
+                "PAD_4|", "PAD_8|", "PAD_16|", "PAD_32|", "PAD_4", "PAD_8", "PAD_16", "PAD_32",
+            ]
+            .iter()
+            .fold(a, |a, p| a.replacen(p, "", 1))
+        })
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    eprintln!("accepted by this kernel (every padding): {kinds:#?}");
     // What this kernel must accept and refuse.
     let must_accept = [
         "v2 AES-256-XTS/AES-256-CTS-CBC PAD_32 data unit block size",
@@ -372,6 +388,24 @@ fn build_tree(top: &Path, seed: u64, block: usize) -> Tree {
         content.resize(2 * block, 0);
         content.extend_from_slice(&b);
         files.push((p, content));
+        // Preallocated (unwritten) blocks after written data: read as zeros.
+        let p = data.join("prealloc");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&p)
+            .expect("create prealloc");
+        let head = pattern(seed * 100 + 60, block / 2);
+        use std::io::Write as _;
+        (&f).write_all(&head).expect("write");
+        rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, 3 * block as u64)
+            .expect("fallocate");
+        let mut content = head;
+        content.resize(3 * block, 0);
+        files.push((p, content));
+        // A hard link: one file, two names in the directory.
+        std::fs::hard_link(data.join("hole"), data.join("hole-link")).expect("link");
     }
     // Symlinks: fast (short, blob in i_block) and slow (blob in a block).
     std::os::unix::fs::symlink("short/target", data.join("fastlink")).expect("symlink");

@@ -80,17 +80,11 @@ impl Drop for Cleanup {
 }
 
 fn unmount(mountpoint: &Path) -> anyhow::Result<()> {
-    fscrypt_fuse::unmount(mountpoint)
-        .with_context(|| format!("unmounting {}", mountpoint.display()))?;
-    // Wait until the kernel no longer lists it, so the next step sees the
-    // backing store alone.
-    for _ in 0..500 {
-        if super::mount::mount_count(mountpoint)? == 0 {
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    super::unmount::unmount_and_wait(mountpoint)?;
+    if super::mount::mount_count(mountpoint)? > 0 {
+        bail!("{} is still mounted", mountpoint.display());
     }
-    bail!("{} is still mounted", mountpoint.display())
+    Ok(())
 }
 
 fn step(n: u32, text: &str) {
@@ -127,6 +121,9 @@ fn mount_with(exe: &Path, cipher: &Path, plain: &Path, extra: &[&str]) -> anyhow
     Ok(())
 }
 
+/// Exit status after Ctrl-C/SIGTERM (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
 /// Runs `fscrypt-rs demo`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -139,6 +136,17 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("demo: warning: no Ctrl-C handler; interrupting will leave the temp dir");
         }
     }
+    let result = run(args, &interrupted);
+    if interrupted.load(Ordering::SeqCst) {
+        // `run` has unmounted and removed its files on the way out.
+        eprintln!("demo: interrupted");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    result
+}
+
+/// The demo's steps; the [`Cleanup`] guard undoes them on every exit path.
+fn run(args: Args, interrupted: &AtomicBool) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the fscrypt-rs executable")?;
     let source = args.source.clone().unwrap_or_else(default_source);
     let source = std::fs::canonicalize(&source)
@@ -204,7 +212,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         &plain,
         args.max_files,
         args.max_mib << 20,
-        &interrupted,
+        interrupted,
     )?;
     let files = entries
         .iter()
@@ -234,7 +242,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let mut checked = 0usize;
     for e in &entries {
-        check_interrupt(&interrupted)?;
+        check_interrupt(interrupted)?;
         let path = plain.join(&e.rel);
         match &e.kind {
             EntryKind::File { sha256, len } => {

@@ -323,6 +323,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     } else {
+        if !vault.has_passphrase() {
+            bail!(
+                "{} has no passphrase protector: unlock it with --key-file (or mount it --locked)",
+                args.cipherdir.display()
+            );
+        }
         let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
         let pass = secret::read_passphrase(&prompt, false)?;
         match vault.unwrap_with_passphrase(&pass) {

@@ -218,3 +218,49 @@ fn tampering_is_detected() {
         Err(Error::IdentifierMismatch { .. })
     ));
 }
+
+#[test]
+fn every_single_byte_corruption_of_the_config_is_an_error_or_harmless() {
+    let t = TempDir::new("mutate");
+    let key = [0x17u8; 32];
+    let pass = b"mutation";
+    let report = Vault::init(&t.0, &opts(Some(pass), Some(&key))).unwrap();
+    let good = std::fs::read(Vault::config_path(&t.0)).unwrap();
+    let path = Vault::config_path(&t.0);
+    let (mut parsed, mut unlocked) = (0usize, 0usize);
+    for i in 0..good.len() {
+        let mut variants = Vec::new();
+        let mut flipped = good.clone();
+        flipped[i] ^= 0x01;
+        variants.push(flipped);
+        let mut quoted = good.clone();
+        quoted[i] = b'"';
+        variants.push(quoted);
+        let mut deleted = good.clone();
+        deleted.remove(i);
+        variants.push(deleted);
+        for bytes in variants {
+            // Never a panic; when it opens and unlocks, it is the same key.
+            let Ok(vault) = Vault::from_config_bytes(&t.0, path.clone(), &bytes) else {
+                continue;
+            };
+            parsed += 1;
+            for result in [
+                vault.unlock_with_key_file(&key),
+                vault.unlock_with_passphrase(pass),
+            ] {
+                if let Ok(master) = result {
+                    unlocked += 1;
+                    assert_eq!(master.identifier(), report.key_identifier, "byte {i}");
+                }
+            }
+        }
+    }
+    // Some mutations are harmless (whitespace, the trailing newline), most are not.
+    assert!(
+        parsed > 0 && parsed < good.len(),
+        "parsed {parsed} of {}",
+        3 * good.len()
+    );
+    assert!(unlocked > 0);
+}
