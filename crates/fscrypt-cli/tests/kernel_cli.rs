@@ -387,6 +387,26 @@ fn cli_verify_ok_mismatch_and_speed() {
         "{out}"
     );
 
+    // Wrong key file, and key not in the kernel: clear messages up front.
+    let other = std::env::temp_dir().join(format!("fscrypt-rs-cli-key2-{}", std::process::id()));
+    std::fs::write(&other, key64(10)).expect("key file");
+    let o = run(&["verify", p(&d), "--key-file", p(&other)], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("but the key given has identifier"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_file(&other);
+    assert!(run(&["remove-key", &id, mnt], None).status.success());
+    let o = run(&["verify", p(&d), "--key-file", p(&kf)], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is not in the filesystem keyring; add it first"),
+        "{}",
+        stderr(&o)
+    );
+
     // Not ext4: a clear message.
     if Path::new("/dev/shm").is_dir() {
         let o = run(&["verify", "/dev/shm", "--key-file", p(&kf)], None);
