@@ -1725,6 +1725,12 @@ impl EncryptedFs {
                 f.set_len(want)?;
             }
         } else if size > old {
+            // Units stored past the old size (an extending write whose size
+            // update a crash lost) must not reappear inside the file.
+            let want = layout::backing_len_for(old, du);
+            if f.metadata()?.len() > want {
+                f.set_len(want)?;
+            }
             self.zero_eof_tail(&f, &crypt, old)?;
         } else {
             return Ok(());
