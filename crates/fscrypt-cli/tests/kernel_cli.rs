@@ -88,6 +88,12 @@ fn cli_keys_policies_status() {
             "{e}"
         );
     }
+    // --json also reports errors that happen before any ioctl.
+    let o = run(&["add-key", mnt, "--key-file", "/nonexistent/key", "--json"], None);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json error");
+    assert_eq!(v["ok"], false);
+    assert!(stderr(&o).contains("/nonexistent/key"), "{}", stderr(&o));
     // Empty stdin (not a terminal): refused, no prompt.
     let o = run(&["add-key", mnt], None);
     assert!(!o.status.success());
