@@ -310,6 +310,50 @@ fn cli_remove_key_outcomes() {
     );
     let o = run(&["remove-key", &id, mnt, "--all-users"], None);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The kernel's ENOKEY and EACCES for an unprivileged user, as our
+    // messages: setting a v2 policy whose key this user never added, and
+    // adding a v1 (descriptor) key.
+    assert!(run(&["add-key", mnt], Some(&key)).status.success());
+    let ud = fs.mount_point().join("user-dir");
+    std::fs::create_dir(&ud).expect("mkdir");
+    rustix::fs::chown(
+        &ud,
+        Some(rustix::fs::Uid::from_raw(4242)),
+        Some(rustix::fs::Gid::from_raw(4242)),
+    )
+    .expect("chown");
+    let as_user = |args: &[&str], stdin: &[u8]| {
+        let mut child = Command::new("setpriv")
+            .args(["--reuid=4242", "--regid=4242", "--clear-groups", BIN])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn setpriv");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin)
+            .expect("write");
+        child.wait_with_output().expect("wait")
+    };
+    let o = as_user(&["set-policy", &id, p(&ud)], b"");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("(ENOKEY)") && stderr(&o).contains("add-key"),
+        "{}",
+        stderr(&o)
+    );
+    let o = as_user(&["add-key", mnt, "--descriptor", "1122334455667788"], &key);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("permission denied (EACCES)"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
