@@ -88,6 +88,12 @@ fn cli_keys_policies_status() {
             "{e}"
         );
     }
+    // --json also reports errors that happen before any ioctl.
+    let o = run(&["add-key", mnt, "--key-file", "/nonexistent/key", "--json"], None);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json error");
+    assert_eq!(v["ok"], false);
+    assert!(stderr(&o).contains("/nonexistent/key"), "{}", stderr(&o));
     // Empty stdin (not a terminal): refused, no prompt.
     let o = run(&["add-key", mnt], None);
     assert!(!o.status.success());
@@ -385,6 +391,26 @@ fn cli_verify_ok_mismatch_and_speed() {
     assert!(
         bad[0].contains("/sub/small") && bad[0].contains("first difference at byte 3"),
         "{out}"
+    );
+
+    // Wrong key file, and key not in the kernel: clear messages up front.
+    let other = std::env::temp_dir().join(format!("fscrypt-rs-cli-key2-{}", std::process::id()));
+    std::fs::write(&other, key64(10)).expect("key file");
+    let o = run(&["verify", p(&d), "--key-file", p(&other)], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("but the key given has identifier"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_file(&other);
+    assert!(run(&["remove-key", &id, mnt], None).status.success());
+    let o = run(&["verify", p(&d), "--key-file", p(&kf)], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is not in the filesystem keyring; add it first"),
+        "{}",
+        stderr(&o)
     );
 
     // Not ext4: a clear message.

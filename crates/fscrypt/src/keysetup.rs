@@ -518,3 +518,10 @@ impl InodeCrypt {
             .map(|k| crate::dirhash::fname_siphash(k, casefolded_name))
     }
 }
+
+// Both are shared across threads by the filesystem front ends.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<MasterKey>();
+    send_sync::<InodeCrypt>();
+};

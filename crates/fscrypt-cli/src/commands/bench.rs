@@ -33,6 +33,10 @@ pub struct Args {
     /// Skip the `openssl speed` reference row.
     #[arg(long)]
     pub no_openssl: bool,
+    /// Measure only this algorithm (e.g. AES-256-XTS; case-insensitive);
+    /// repeatable. Default: all.
+    #[arg(long, value_name = "ALGORITHM")]
+    pub only: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -70,7 +74,21 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         opts.runs = r;
     }
     let reg = bench::default_registry();
-    let plan = bench::plan(reg);
+    let mut plan = bench::plan(reg);
+    if !args.only.is_empty() {
+        plan.retain(|(imp, _, _)| {
+            args.only
+                .iter()
+                .any(|o| o.eq_ignore_ascii_case(imp.algorithm.name()))
+        });
+        if plan.is_empty() {
+            let names: Vec<&str> = fscrypt_crypto::Algorithm::ALL
+                .iter()
+                .map(|a| a.name())
+                .collect();
+            bail!("--only matches no algorithm; known: {}", names.join(", "));
+        }
+    }
     let total: u64 = plan
         .iter()
         .map(|(imp, _, _)| bench::steps(&opts, imp.algorithm))

@@ -21,6 +21,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs get-policy`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match policy::get_policy(&args.path) {
         Ok(p) => {
             if args.json {

@@ -84,6 +84,25 @@ pub fn fail(json: bool, err: &fscrypt_linux::Error) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::FAILURE)
 }
 
+/// Run a command; with `--json`, an error that is not already reported
+/// (bad arguments, unreadable key file, …) is also printed as
+/// `{"ok":false,"error":"failed","message":…}` on stdout. The error is
+/// returned so that `main` prints the one-line reason and exits 1.
+pub fn json_errors(
+    json: bool,
+    f: impl FnOnce() -> anyhow::Result<ExitCode>,
+) -> anyhow::Result<ExitCode> {
+    let r = f();
+    if json && let Err(e) = &r {
+        print_json(&serde_json::json!({
+            "ok": false,
+            "error": "failed",
+            "message": format!("{e:#}"),
+        }))?;
+    }
+    r
+}
+
 /// Mode names accepted on the command line (case-insensitive), by number.
 const MODE_NAMES: &[(&str, u8)] = &[
     ("AES-256-XTS", 1),

@@ -28,6 +28,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs key-status`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match keyring::key_status(&args.mountpoint, args.key) {
         Ok(st) => {
             let word = match st.presence {

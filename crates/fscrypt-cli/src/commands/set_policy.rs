@@ -122,6 +122,11 @@ pub fn build_policy(args: &Args) -> anyhow::Result<Policy> {
 
 /// Runs `fscrypt-rs set-policy`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let p = build_policy(&args)?;
     match policy::set_policy(&args.dir, &p) {
         Ok(()) => {

@@ -28,6 +28,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs status`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let m = mountinfo::find_mount(&args.path)?;
     let mut out = serde_json::json!({
         "ok": true,

@@ -52,6 +52,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs verify`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let raw = kernel::read_key(Some(&args.key_file), "the master key")?;
     let master = MasterKey::new(&raw).context("the key file does not hold a valid master key")?;
     let mut objects = Vec::new();
