@@ -89,7 +89,10 @@ fn cli_keys_policies_status() {
         );
     }
     // --json also reports errors that happen before any ioctl.
-    let o = run(&["add-key", mnt, "--key-file", "/nonexistent/key", "--json"], None);
+    let o = run(
+        &["add-key", mnt, "--key-file", "/nonexistent/key", "--json"],
+        None,
+    );
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json error");
     assert_eq!(v["ok"], false);
@@ -358,6 +361,19 @@ fn cli_verify_ok_mismatch_and_speed() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
     assert_eq!(v["summary"]["ok"], 5);
     assert_eq!(v["summary"]["file_bytes"], (32u64 << 20) + 11);
+
+    // A closed stdout (`verify | head -0`) is not a crash.
+    let mut child = Command::new(BIN)
+        .args(["verify", p(&d), "--key-file", p(&kf)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 
     // A wrong kernel driver: right plaintext in the page cache, other
     // ciphertext on disk. Flip a byte of "sub/small" on the device.

@@ -62,7 +62,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 };
                 kernel::print_json(&serde_json::json!({ "ok": true, field: spec }))?;
             } else {
-                println!("{spec}");
+                kernel::out(format_args!("{spec}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -33,7 +33,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 v["ok"] = true.into();
                 kernel::print_json(&v)?;
             } else {
-                print!("{}", kernel::policy_text(&p));
+                kernel::out(format_args!("{}", kernel::policy_text(&p)))?;
             }
             Ok(ExitCode::SUCCESS)
         }

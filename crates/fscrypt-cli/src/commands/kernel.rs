@@ -61,6 +61,13 @@ pub fn write_private_file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Write formatted text to stdout, returning the I/O error (a closed pipe
+/// ends the command quietly in `main`) instead of panicking like `print!`.
+pub fn out(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    std::io::stdout().lock().write_fmt(args)
+}
+
 /// Print a JSON value on one line.
 pub fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
     use std::io::Write;

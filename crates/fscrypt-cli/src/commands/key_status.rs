@@ -61,7 +61,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                         if st.added_by_self { "yes" } else { "no" }
                     ));
                 }
-                println!("{line}");
+                kernel::out(format_args!("{line}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

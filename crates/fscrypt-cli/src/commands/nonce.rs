@@ -32,7 +32,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             if args.json {
                 kernel::print_json(&serde_json::json!({ "ok": true, "nonce": h }))?;
             } else {
-                println!("{h}");
+                kernel::out(format_args!("{h}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

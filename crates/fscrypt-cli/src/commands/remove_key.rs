@@ -63,7 +63,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                     "ok": true, "key": args.key.to_string(), "outcome": word,
                 }))?;
             } else {
-                println!("{}: {text}", args.key);
+                kernel::out(format_args!("{}: {text}\n", args.key))?;
             }
             Ok(ExitCode::from(code))
         }

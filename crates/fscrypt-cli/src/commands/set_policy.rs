@@ -135,7 +135,11 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 v["ok"] = true.into();
                 kernel::print_json(&v)?;
             } else {
-                println!("{}: {}", args.dir.display(), policy::describe(&p));
+                kernel::out(format_args!(
+                    "{}: {}\n",
+                    args.dir.display(),
+                    policy::describe(&p)
+                ))?;
             }
             Ok(ExitCode::SUCCESS)
         }
