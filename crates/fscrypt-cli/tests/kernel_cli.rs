@@ -88,6 +88,15 @@ fn cli_keys_policies_status() {
             "{e}"
         );
     }
+    // --json also reports errors that happen before any ioctl.
+    let o = run(
+        &["add-key", mnt, "--key-file", "/nonexistent/key", "--json"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json error");
+    assert_eq!(v["ok"], false);
+    assert!(stderr(&o).contains("/nonexistent/key"), "{}", stderr(&o));
     // Empty stdin (not a terminal): refused, no prompt.
     let o = run(&["add-key", mnt], None);
     assert!(!o.status.success());
@@ -301,6 +310,50 @@ fn cli_remove_key_outcomes() {
     );
     let o = run(&["remove-key", &id, mnt, "--all-users"], None);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The kernel's ENOKEY and EACCES for an unprivileged user, as our
+    // messages: setting a v2 policy whose key this user never added, and
+    // adding a v1 (descriptor) key.
+    assert!(run(&["add-key", mnt], Some(&key)).status.success());
+    let ud = fs.mount_point().join("user-dir");
+    std::fs::create_dir(&ud).expect("mkdir");
+    rustix::fs::chown(
+        &ud,
+        Some(rustix::fs::Uid::from_raw(4242)),
+        Some(rustix::fs::Gid::from_raw(4242)),
+    )
+    .expect("chown");
+    let as_user = |args: &[&str], stdin: &[u8]| {
+        let mut child = Command::new("setpriv")
+            .args(["--reuid=4242", "--regid=4242", "--clear-groups", BIN])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn setpriv");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin)
+            .expect("write");
+        child.wait_with_output().expect("wait")
+    };
+    let o = as_user(&["set-policy", &id, p(&ud)], b"");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("(ENOKEY)") && stderr(&o).contains("add-key"),
+        "{}",
+        stderr(&o)
+    );
+    let o = as_user(&["add-key", mnt, "--descriptor", "1122334455667788"], &key);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("permission denied (EACCES)"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -353,6 +406,19 @@ fn cli_verify_ok_mismatch_and_speed() {
     assert_eq!(v["summary"]["ok"], 5);
     assert_eq!(v["summary"]["file_bytes"], (32u64 << 20) + 11);
 
+    // A closed stdout (`verify | head -0`) is not a crash.
+    let mut child = Command::new(BIN)
+        .args(["verify", p(&d), "--key-file", p(&kf)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+
     // A wrong kernel driver: right plaintext in the page cache, other
     // ciphertext on disk. Flip a byte of "sub/small" on the device.
     let _ = std::fs::read(d.join("sub/small")).expect("cache");
@@ -385,6 +451,26 @@ fn cli_verify_ok_mismatch_and_speed() {
     assert!(
         bad[0].contains("/sub/small") && bad[0].contains("first difference at byte 3"),
         "{out}"
+    );
+
+    // Wrong key file, and key not in the kernel: clear messages up front.
+    let other = std::env::temp_dir().join(format!("fscrypt-rs-cli-key2-{}", std::process::id()));
+    std::fs::write(&other, key64(10)).expect("key file");
+    let o = run(&["verify", p(&d), "--key-file", p(&other)], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("but the key given has identifier"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_file(&other);
+    assert!(run(&["remove-key", &id, mnt], None).status.success());
+    let o = run(&["verify", p(&d), "--key-file", p(&kf)], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is not in the filesystem keyring; add it first"),
+        "{}",
+        stderr(&o)
     );
 
     // Not ext4: a clear message.

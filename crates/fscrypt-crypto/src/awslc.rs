@@ -259,22 +259,28 @@ impl AwsLcCbcCts {
     /// CBC over whole blocks in place; `ivec` is updated to the next chaining value.
     fn cbc(&self, data: &mut [u8], ivec: &mut [u8; 16], encrypt: bool) {
         debug_assert!(data.len().is_multiple_of(16));
-        if let Ok(one) = <&mut [u8; 16]>::try_from(&mut *data) {
-            // One block (every 32-byte name): a single AES call is cheaper
-            // than entering the CBC routine.
-            if encrypt {
-                for (a, b) in one.iter_mut().zip(ivec.iter()) {
-                    *a ^= b;
+        if data.len() <= 64 {
+            // Up to four blocks (most filenames): single AES calls are cheaper
+            // than entering the CBC routine, and the decryptions are
+            // independent so the CPU overlaps them.
+            for chunk in data.chunks_exact_mut(16) {
+                let Ok(b) = <&mut [u8; 16]>::try_from(chunk) else {
+                    continue; // unreachable: chunks_exact(16)
+                };
+                if encrypt {
+                    for (a, v) in b.iter_mut().zip(ivec.iter()) {
+                        *a ^= v;
+                    }
+                    self.block(b, true);
+                    *ivec = *b;
+                } else {
+                    let ct = *b;
+                    self.block(b, false);
+                    for (a, v) in b.iter_mut().zip(ivec.iter()) {
+                        *a ^= v;
+                    }
+                    *ivec = ct;
                 }
-                self.block(one, true);
-                *ivec = *one;
-            } else {
-                let ct = *one;
-                self.block(one, false);
-                for (a, b) in one.iter_mut().zip(ivec.iter()) {
-                    *a ^= b;
-                }
-                *ivec = ct;
             }
             return;
         }
@@ -316,6 +322,13 @@ impl CipherKey for AwsLcCbcCts {
             self.cbc(data, &mut ivec, true);
             return Ok(());
         }
+        if n.is_multiple_of(16) {
+            // Whole blocks (every padded filename): CS3 is plain CBC with the
+            // last two ciphertext blocks swapped.
+            self.cbc(data, &mut ivec, true);
+            swap_last_two_blocks(data);
+            return Ok(());
+        }
         let m = n.div_ceil(16);
         let d = n - 16 * (m - 1);
         let (head, last) = data.split_at_mut(16 * (m - 1));
@@ -338,6 +351,12 @@ impl CipherKey for AwsLcCbcCts {
             self.cbc(data, &mut ivec, false);
             return Ok(());
         }
+        if n.is_multiple_of(16) {
+            // Undo the swap, then plain CBC: both last blocks decrypt in parallel.
+            swap_last_two_blocks(data);
+            self.cbc(data, &mut ivec, false);
+            return Ok(());
+        }
         let m = n.div_ceil(16);
         let d = n - 16 * (m - 1);
         let (head, last) = data.split_at_mut(16 * (m - 1));
@@ -353,6 +372,16 @@ impl CipherKey for AwsLcCbcCts {
         head[pen..].copy_from_slice(&c_prev);
         self.cbc(head, &mut ivec, false);
         Ok(())
+    }
+}
+
+/// Swaps the last two 16-byte blocks of a buffer of ≥ 32 bytes whose length
+/// is a multiple of 16 (CS3 with no partial block, spec §2.2).
+fn swap_last_two_blocks(data: &mut [u8]) {
+    let n = data.len();
+    if n >= 32 {
+        let (a, b) = data[n - 32..].split_at_mut(16);
+        a.swap_with_slice(b);
     }
 }
 

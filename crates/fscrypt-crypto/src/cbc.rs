@@ -154,9 +154,14 @@ impl BlockCipherEncClosure for CtsEncrypt<'_> {
     fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, be: &B) {
         let data = self.data;
         let n = data.len();
-        if n <= 16 {
+        if n.is_multiple_of(16) {
+            // Whole blocks (every padded filename, and n == 16): plain CBC
+            // with the last two ciphertext blocks swapped.
             let (blocks, _) = as_blocks_mut(data);
             encrypt_with(be, self.iv, blocks);
+            if let [.., a, b] = blocks {
+                core::mem::swap(a, b);
+            }
             return;
         }
         // m = ceil(n/16) blocks, the last one d bytes long (1..=16).
@@ -199,7 +204,13 @@ impl BlockCipherDecClosure for CtsDecrypt<'_> {
         let n = data.len();
         let m = n.div_ceil(16);
         let d = n - 16 * (m.max(1) - 1);
-        let cbc_len = if n <= 16 {
+        let cbc_len = if n.is_multiple_of(16) {
+            // Undo the swap; then plain CBC (the last two blocks decrypt
+            // independently of each other).
+            let (blocks, _) = as_blocks_mut(data);
+            if let [.., a, b] = blocks {
+                core::mem::swap(a, b);
+            }
             n
         } else {
             // Undo the swap: D = D_K(X); C_{m-1} = C'[0..d] || D[d..16];

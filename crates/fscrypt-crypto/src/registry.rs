@@ -263,6 +263,9 @@ struct Entry {
 pub struct Registry {
     entries: Vec<Entry>,
     refused: Properties,
+    /// Selection result per algorithm (index into `entries`), computed once;
+    /// reset by the `&mut self` methods that change the inputs.
+    selected: [OnceLock<Option<usize>>; 8],
 }
 
 impl fmt::Debug for Registry {
@@ -324,6 +327,7 @@ impl Registry {
         Registry {
             entries: Vec::new(),
             refused: Properties::REFUSED_BY_FSCRYPT,
+            selected: Default::default(),
         }
     }
 
@@ -344,11 +348,13 @@ impl Registry {
             imp,
             status: OnceLock::new(),
         });
+        self.selected = Default::default();
     }
 
     /// Sets the refused-properties mask (default: all three properties).
     pub fn set_refused(&mut self, refused: Properties) {
         self.refused = refused;
+        self.selected = Default::default();
     }
 
     /// The refused-properties mask.
@@ -393,15 +399,33 @@ impl Registry {
     /// # Errors
     /// [`Error::NoImplementation`] if none is left.
     pub fn select(&self, alg: Algorithm) -> Result<&Implementation, Error> {
-        for e in self.candidates(alg) {
-            if !e.imp.properties.intersection(self.refused).is_empty() {
-                continue;
+        let slot = Algorithm::ALL.iter().position(|a| *a == alg).unwrap_or(0);
+        let chosen = self.selected[slot].get_or_init(|| {
+            let mut candidates: Vec<(usize, &Entry)> = self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.imp.algorithm == alg)
+                .collect();
+            candidates.sort_by_key(|(_, e)| core::cmp::Reverse(e.imp.priority));
+            let found = candidates.into_iter().find(|(_, e)| {
+                e.imp.properties.intersection(self.refused).is_empty() && self.status(e).passed()
+            });
+            match found {
+                Some((i, e)) => {
+                    log::debug!("fscrypt-crypto: using {} for {alg}", e.imp.name);
+                    Some(i)
+                }
+                None => {
+                    log::warn!("fscrypt-crypto: no usable implementation of {alg}");
+                    None
+                }
             }
-            if self.status(e).passed() {
-                return Ok(&e.imp);
-            }
+        });
+        match chosen.and_then(|i| self.entries.get(i)) {
+            Some(e) => Ok(&e.imp),
+            None => Err(Error::NoImplementation { algorithm: alg }),
         }
-        Err(Error::NoImplementation { algorithm: alg })
     }
 
     /// Runs (or returns the cached) self-test of every implementation named

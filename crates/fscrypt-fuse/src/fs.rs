@@ -639,7 +639,13 @@ impl EncryptedFs {
         Ok(FileAttr {
             ino: fuser::INodeNo(inode.ino.0),
             size,
-            blocks: st.st_blocks as u64,
+            // Regular files: without the header's block, so that `du` and
+            // sparse-file tools see the data units only.
+            blocks: if inode.kind == Kind::File {
+                (st.st_blocks as u64).saturating_sub(HEADER_SIZE / 512)
+            } else {
+                st.st_blocks as u64
+            },
             atime: to_system_time(st.st_atime, st.st_atime_nsec as i64),
             mtime: to_system_time(st.st_mtime, st.st_mtime_nsec as i64),
             ctime: to_system_time(st.st_ctime, st.st_ctime_nsec as i64),
@@ -1719,6 +1725,12 @@ impl EncryptedFs {
                 f.set_len(want)?;
             }
         } else if size > old {
+            // Units stored past the old size (an extending write whose size
+            // update a crash lost) must not reappear inside the file.
+            let want = layout::backing_len_for(old, du);
+            if f.metadata()?.len() > want {
+                f.set_len(want)?;
+            }
             self.zero_eof_tail(&f, &crypt, old)?;
         } else {
             return Ok(());

@@ -131,6 +131,98 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
     Ok((fuse::FuseAdapter::new(fs), fc))
 }
 
+/// A FUSE session on a freshly mounted `mountpoint`.
+///
+/// As root we mount with mount(2) ourselves and hand the `/dev/fuse` fd to
+/// [`fuser::Session::from_fd`], so the session owns no mount. fuser's own
+/// mount object, when it is dropped after the kernel already unmounted,
+/// unmounts *by path* once more (fuser 0.18's `is_mounted` reads the
+/// device's POLLERR as "still mounted"), which can take down a new mount
+/// made at the same place in the meantime (unmount, then remount at once).
+/// Mounting ourselves also records the subtype (`fuse.fscrypt-rs` in
+/// /proc/mounts). Without root, fuser mounts through `fusermount3`.
+struct MountedSession {
+    session: fuser::Session<fuse::FuseAdapter>,
+    /// We mounted with mount(2); we unmount, fuser never does.
+    own_mount: bool,
+}
+
+fn new_session(
+    adapter: fuse::FuseAdapter,
+    mountpoint: &Path,
+    fc: fuser::Config,
+) -> Result<MountedSession> {
+    use std::os::fd::AsRawFd;
+    if !rustix::process::geteuid().is_root() {
+        let session = fuser::Session::new(adapter, mountpoint, &fc).map_err(Error::Io)?;
+        return Ok(MountedSession {
+            session,
+            own_mount: false,
+        });
+    }
+    let dev = rustix::fs::open(
+        "/dev/fuse",
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| Error::Mount(format!("opening /dev/fuse: {e}")))?;
+    let st = rustix::fs::stat(mountpoint)
+        .map_err(|e| Error::Mount(format!("{}: {e}", mountpoint.display())))?;
+    // The kernel's FUSE mount options (fs/fuse/inode.c): the device fd,
+    // the root's file type, and the mounting user.
+    let mut data = format!(
+        "fd={},rootmode={:o},user_id={},group_id={}",
+        dev.as_raw_fd(),
+        st.st_mode & 0o170000,
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
+    let mut flags = rustix::mount::MountFlags::empty();
+    let (mut source, mut fstype) = ("fscrypt-rs".to_owned(), "fuse".to_owned());
+    let (mut dev_ok, mut suid_ok) = (false, false);
+    for option in &fc.mount_options {
+        match option {
+            fuser::MountOption::RO => flags |= rustix::mount::MountFlags::RDONLY,
+            fuser::MountOption::DefaultPermissions => data.push_str(",default_permissions"),
+            fuser::MountOption::Dev => dev_ok = true,
+            fuser::MountOption::Suid => suid_ok = true,
+            fuser::MountOption::FSName(name) => source.clone_from(name),
+            fuser::MountOption::Subtype(sub) => fstype = format!("fuse.{sub}"),
+            _ => {}
+        }
+    }
+    if !dev_ok {
+        flags |= rustix::mount::MountFlags::NODEV;
+    }
+    if !suid_ok {
+        flags |= rustix::mount::MountFlags::NOSUID;
+    }
+    if fc.acl == fuser::SessionACL::All {
+        data.push_str(",allow_other");
+    }
+    let data = std::ffi::CString::new(data)
+        .map_err(|_| Error::Mount("FUSE mount options contain a NUL byte".into()))?;
+    rustix::mount::mount(
+        source.as_str(),
+        mountpoint,
+        fstype.as_str(),
+        flags,
+        data.as_c_str(),
+    )
+    .map_err(|e| Error::Mount(format!("mount {}: {e}", mountpoint.display())))?;
+    let acl = fc.acl;
+    match fuser::Session::from_fd(adapter, dev, acl, fc) {
+        Ok(session) => Ok(MountedSession {
+            session,
+            own_mount: true,
+        }),
+        Err(e) => {
+            let _ = rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::DETACH);
+            Err(Error::Io(e))
+        }
+    }
+}
+
 /// Mounts the vault at `mountpoint` and serves it until it is unmounted
 /// (`fscrypt-rs unmount`, `fusermount3 -u`, `umount`) or the process gets
 /// SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
@@ -141,16 +233,25 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
 pub fn mount(config: MountConfig, mountpoint: &Path) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let (adapter, fc) = prepare(config, mountpoint)?;
-    let mut session = fuser::Session::new(adapter, mountpoint, &fc).map_err(Error::Io)?;
+    let MountedSession {
+        mut session,
+        own_mount,
+    } = new_session(adapter, mountpoint, fc)?;
     let mut unmounter = session.unmount_callable();
     // Handlers are process-wide (whatever thread the signal lands on); the
     // waiter thread unmounts, which ends `run`.
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let handle = signals.handle();
+    let target = mountpoint.to_path_buf();
     let waiter = std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
             log::info!("fscrypt-fuse: signal {sig}: unmounting");
-            if let Err(e) = unmounter.unmount() {
+            let result = if own_mount {
+                unmount(&target)
+            } else {
+                unmounter.unmount().map_err(Error::Io)
+            };
+            if let Err(e) = result {
                 log::error!("fscrypt-fuse: unmount failed: {e}");
             }
         }
@@ -166,6 +267,7 @@ pub fn mount(config: MountConfig, mountpoint: &Path) -> Result<()> {
 pub struct BackgroundMount {
     session: Option<fuser::BackgroundSession>,
     mountpoint: PathBuf,
+    own_mount: bool,
 }
 
 impl BackgroundMount {
@@ -178,10 +280,16 @@ impl BackgroundMount {
     }
 
     fn stop(&mut self) -> Result<()> {
-        if let Some(s) = self.session.take() {
-            s.umount_and_join().map_err(Error::Io)?;
+        let Some(s) = self.session.take() else {
+            return Ok(());
+        };
+        if self.own_mount {
+            // The serving thread ends when the kernel drops the connection.
+            unmount(&self.mountpoint)?;
+            s.join().map_err(Error::Io)
+        } else {
+            s.umount_and_join().map_err(Error::Io)
         }
-        Ok(())
     }
 
     /// Where it is mounted.
@@ -208,10 +316,12 @@ impl Drop for BackgroundMount {
 /// As [`mount`].
 pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
     let (adapter, fc) = prepare(config, mountpoint)?;
-    let session = fuser::spawn_mount(adapter, mountpoint, &fc).map_err(Error::Io)?;
+    let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc)?;
+    let session = session.spawn().map_err(Error::Io)?;
     Ok(BackgroundMount {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
+        own_mount,
     })
 }
 

@@ -33,7 +33,33 @@ fn backing_bytes_are_the_kernel_ciphertext() {
     if !fuse_available("backing_bytes_are_the_kernel_ciphertext") {
         return;
     }
-    let v = Vault::new("format");
+    check_policy(common::policy(), 4096);
+}
+
+#[test]
+fn other_modes_paddings_and_data_unit_sizes() {
+    if !fuse_available("other_modes_paddings_and_data_unit_sizes") {
+        return;
+    }
+    use fscrypt::{EncryptionMode, PolicyFlags};
+    let base = common::policy();
+    // Adiantum with DIRECT_KEY, PAD_16, 512-byte data units.
+    let mut adiantum = base;
+    adiantum.contents_mode = EncryptionMode::ADIANTUM;
+    adiantum.filenames_mode = EncryptionMode::ADIANTUM;
+    adiantum.flags = PolicyFlags(PolicyFlags::DIRECT_KEY.0 | PolicyFlags::PAD_16.0);
+    adiantum.log2_data_unit_size = 9;
+    check_policy(adiantum, 512);
+    // AES-256-XTS + AES-256-HCTR2 names, PAD_4, 1024-byte data units.
+    let mut hctr2 = base;
+    hctr2.filenames_mode = EncryptionMode::AES_256_HCTR2;
+    hctr2.flags = PolicyFlags::PAD_4;
+    hctr2.log2_data_unit_size = 10;
+    check_policy(hctr2, 1024);
+}
+
+fn check_policy(policy: fscrypt::PolicyV2, du: usize) {
+    let v = Vault::with_policy("format", policy);
     let plain: Vec<u8> = (0..3 * 4096 + 1000).map(|i| (i % 253) as u8).collect();
     fs::write(v.p("data.bin"), &plain).unwrap();
     std::os::unix::fs::symlink("some/target/path", v.p("sym")).unwrap();
@@ -65,9 +91,10 @@ fn backing_bytes_are_the_kernel_ciphertext() {
 
     // Contents: unit i after the header is the kernel's ciphertext of unit i
     // (last unit zero-padded, as ext4 stores it).
-    let du = 4096usize;
-    assert_eq!(raw.len() as u64, HEADER_SIZE + 4 * du as u64);
-    for i in 0..4usize {
+    let units = plain.len().div_ceil(du);
+    assert_eq!(raw.len() as u64, HEADER_SIZE + (units * du) as u64);
+    assert_eq!(fs::read(v.p("data.bin")).unwrap(), plain);
+    for i in 0..units {
         let mut unit = vec![0u8; du];
         let end = ((i + 1) * du).min(plain.len());
         unit[..end - i * du].copy_from_slice(&plain[i * du..end]);

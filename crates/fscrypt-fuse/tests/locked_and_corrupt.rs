@@ -311,3 +311,48 @@ fn garbage_in_the_backing_store_never_brings_the_mount_down() {
     fs::write(v.p("fresh"), b"alive").unwrap();
     assert_eq!(fs::read(v.p("fresh")).unwrap(), b"alive");
 }
+
+#[test]
+fn units_past_the_size_after_a_crash_never_reappear() {
+    need_fuse!();
+    let mut v = Vault::new("crash");
+    fs::write(v.p("by-open"), vec![b'a'; 5000]).unwrap();
+    fs::write(v.p("by-path"), vec![b'a'; 5000]).unwrap();
+    let backing = backing_entries(v.backing.path());
+    v.mount.take().unwrap().unmount().unwrap();
+    // Simulate an extending write whose size update was lost: a stored unit
+    // (any non-zero bytes) past the units that cover the recorded size.
+    for b in &backing {
+        let mut f = OpenOptions::new().append(true).open(b).unwrap();
+        f.write_all(&[0x5a; 4096]).unwrap();
+    }
+    v.remount(true);
+    // (Stat only for "by-path": any open repairs the file.)
+    assert_eq!(fs::metadata(v.p("by-path")).unwrap().len(), 5000);
+    assert_eq!(fs::read(v.p("by-open")).unwrap(), vec![b'a'; 5000]);
+    // Grow through an open fd, and by path without any open fd.
+    let f = OpenOptions::new().write(true).open(v.p("by-open")).unwrap();
+    f.set_len(20_000).unwrap();
+    drop(f);
+    truncate_path(&v.p("by-path"), 20_000);
+    let c2 = fs::read(v.p("by-path")).unwrap();
+    let c1 = fs::read(v.p("by-open")).unwrap();
+    for c in [c1, c2] {
+        assert_eq!(c.len(), 20_000);
+        assert!(c[..5000].iter().all(|&b| b == b'a'));
+        assert!(
+            c[5000..].iter().all(|&b| b == 0),
+            "stale unit became visible"
+        );
+    }
+}
+
+/// truncate(2) on a path: the kernel sends SETATTR without opening the file.
+#[allow(unsafe_code)]
+fn truncate_path(p: &Path, len: i64) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    let r = unsafe { libc::truncate(c.as_ptr(), len) };
+    assert_eq!(r, 0, "truncate({}) failed", p.display());
+}

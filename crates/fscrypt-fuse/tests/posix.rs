@@ -181,6 +181,15 @@ fn sparse_writes_and_holes_stay_holes() {
     f.set_len(4096).unwrap();
     drop(f);
     assert_eq!(fs::metadata(v.p("hole")).unwrap().len(), 4096);
+    assert_eq!(
+        fs::metadata(v.p("hole")).unwrap().blocks(),
+        0,
+        "st_blocks of a hole"
+    );
+    assert!(
+        fs::metadata(v.p("foo")).unwrap().blocks() >= 16,
+        "two data units"
+    );
     // The backing file stores only its header: no data unit is allocated.
     let mut files = Vec::new();
     common::walk(v.backing.path(), &mut files);

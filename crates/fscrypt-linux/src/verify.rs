@@ -140,6 +140,33 @@ pub enum VerifyError {
     /// The device could not be read.
     #[error(transparent)]
     Ext4(#[from] Ext4Error),
+    /// The directory's v2 key is not the one given.
+    #[error(
+        "{path}: encrypted with master key {policy_key}, but the key given has identifier \
+         {given_key}; pass the key file that was added for this directory"
+    )]
+    WrongKey {
+        /// The directory.
+        path: PathBuf,
+        /// The policy's key identifier.
+        policy_key: String,
+        /// The identifier of the key given.
+        given_key: String,
+    },
+    /// The kernel does not hold the directory's key, so the plaintext
+    /// cannot be read through the filesystem.
+    #[error(
+        "{path}: the master key {key} is not in the filesystem keyring; add it first: \
+         `fscrypt-rs add-key {mount} --key-file F`"
+    )]
+    KeyNotPresent {
+        /// The directory.
+        path: PathBuf,
+        /// The key identifier or descriptor.
+        key: String,
+        /// The mount point.
+        mount: String,
+    },
     /// Walking the tree failed.
     #[error("{path}: {source}")]
     Io {
@@ -328,6 +355,32 @@ pub fn verify_tree_with(
             path: dir.to_path_buf(),
             fs_type: m.fs_type,
         });
+    }
+    // Up-front checks with clear messages: the key given is the directory's
+    // key (v2), and the kernel holds it.
+    if let Ok(policy) = crate::policy::get_policy(dir) {
+        let spec = match &policy {
+            fscrypt::Policy::V1(p) => crate::keyring::KeySpec::Descriptor(p.master_key_descriptor),
+            fscrypt::Policy::V2(p) => {
+                if p.master_key_identifier != master.identifier() {
+                    return Err(VerifyError::WrongKey {
+                        path: dir.to_path_buf(),
+                        policy_key: p.master_key_identifier.to_string(),
+                        given_key: master.identifier().to_string(),
+                    });
+                }
+                crate::keyring::KeySpec::Identifier(p.master_key_identifier)
+            }
+        };
+        if let Ok(st) = crate::keyring::key_status(&m.mount_point, spec)
+            && st.presence != crate::keyring::KeyPresence::Present
+        {
+            return Err(VerifyError::KeyNotPresent {
+                path: dir.to_path_buf(),
+                key: spec.to_string(),
+                mount: m.mount_point.display().to_string(),
+            });
+        }
     }
     let fs = Ext4::open(&m.device_path())?;
     let io = |path: &Path| {

@@ -397,7 +397,6 @@ fn build_tree(top: &Path, seed: u64, block: usize) -> Tree {
             .open(&p)
             .expect("create prealloc");
         let head = pattern(seed * 100 + 60, block / 2);
-        use std::io::Write as _;
         (&f).write_all(&head).expect("write");
         rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, 3 * block as u64)
             .expect("fallocate");

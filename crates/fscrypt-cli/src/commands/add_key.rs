@@ -41,6 +41,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs add-key`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let key = kernel::read_key(args.key_file.as_deref(), "a key")?;
     let result = match (&args.descriptor, args.hw_wrapped) {
         (Some(d), _) => keyring::add_key_v1(&args.mountpoint, *d, &key).map(|()| d.to_string()),
@@ -57,7 +62,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                 };
                 kernel::print_json(&serde_json::json!({ "ok": true, field: spec }))?;
             } else {
-                println!("{spec}");
+                kernel::out(format_args!("{spec}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -47,6 +47,11 @@ pub fn emit(blob: &[u8], out: Option<&Path>, json: bool) -> anyhow::Result<ExitC
 
 /// Runs `fscrypt-rs generate-key`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match blkcrypto::generate_key(&args.device) {
         Ok(blob) => emit(&blob, args.out.as_deref(), args.json),
         Err(e) => kernel::fail(args.json, &e),

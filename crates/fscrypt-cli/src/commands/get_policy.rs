@@ -21,6 +21,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs get-policy`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match policy::get_policy(&args.path) {
         Ok(p) => {
             if args.json {
@@ -28,7 +33,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                 v["ok"] = true.into();
                 kernel::print_json(&v)?;
             } else {
-                print!("{}", kernel::policy_text(&p));
+                kernel::out(format_args!("{}", kernel::policy_text(&p)))?;
             }
             Ok(ExitCode::SUCCESS)
         }

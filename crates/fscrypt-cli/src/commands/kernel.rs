@@ -61,6 +61,13 @@ pub fn write_private_file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Write formatted text to stdout, returning the I/O error (a closed pipe
+/// ends the command quietly in `main`) instead of panicking like `print!`.
+pub fn out(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    std::io::stdout().lock().write_fmt(args)
+}
+
 /// Print a JSON value on one line.
 pub fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
     use std::io::Write;
@@ -82,6 +89,25 @@ pub fn fail(json: bool, err: &fscrypt_linux::Error) -> anyhow::Result<ExitCode> 
     }
     eprintln!("fscrypt-rs: {err}");
     Ok(ExitCode::FAILURE)
+}
+
+/// Run a command; with `--json`, an error that is not already reported
+/// (bad arguments, unreadable key file, …) is also printed as
+/// `{"ok":false,"error":"failed","message":…}` on stdout. The error is
+/// returned so that `main` prints the one-line reason and exits 1.
+pub fn json_errors(
+    json: bool,
+    f: impl FnOnce() -> anyhow::Result<ExitCode>,
+) -> anyhow::Result<ExitCode> {
+    let r = f();
+    if json && let Err(e) = &r {
+        print_json(&serde_json::json!({
+            "ok": false,
+            "error": "failed",
+            "message": format!("{e:#}"),
+        }))?;
+    }
+    r
 }
 
 /// Mode names accepted on the command line (case-insensitive), by number.

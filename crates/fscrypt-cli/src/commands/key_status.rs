@@ -28,6 +28,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs key-status`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match keyring::key_status(&args.mountpoint, args.key) {
         Ok(st) => {
             let word = match st.presence {
@@ -56,7 +61,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                         if st.added_by_self { "yes" } else { "no" }
                     ));
                 }
-                println!("{line}");
+                kernel::out(format_args!("{line}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

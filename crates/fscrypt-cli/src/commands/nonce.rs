@@ -21,13 +21,18 @@ pub struct Args {
 
 /// Runs `fscrypt-rs nonce`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match policy::get_nonce(&args.path) {
         Ok(n) => {
             let h = hex::encode(n);
             if args.json {
                 kernel::print_json(&serde_json::json!({ "ok": true, "nonce": h }))?;
             } else {
-                println!("{h}");
+                kernel::out(format_args!("{h}\n"))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -34,6 +34,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs prepare-key`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let lt = kernel::read_key(args.key_file.as_deref(), "a wrapped key")?;
     match blkcrypto::prepare_key(&args.device, &lt) {
         Ok(blob) => super::generate_key::emit(&blob, args.out.as_deref(), args.json),

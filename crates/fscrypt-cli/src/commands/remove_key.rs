@@ -38,6 +38,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs remove-key`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match keyring::remove_key(&args.mountpoint, args.key, args.all_users) {
         Ok(outcome) => {
             let (word, text, code) = match outcome {
@@ -58,7 +63,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                     "ok": true, "key": args.key.to_string(), "outcome": word,
                 }))?;
             } else {
-                println!("{}: {text}", args.key);
+                kernel::out(format_args!("{}: {text}\n", args.key))?;
             }
             Ok(ExitCode::from(code))
         }

@@ -122,6 +122,11 @@ pub fn build_policy(args: &Args) -> anyhow::Result<Policy> {
 
 /// Runs `fscrypt-rs set-policy`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let p = build_policy(&args)?;
     match policy::set_policy(&args.dir, &p) {
         Ok(()) => {
@@ -130,7 +135,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                 v["ok"] = true.into();
                 kernel::print_json(&v)?;
             } else {
-                println!("{}: {}", args.dir.display(), policy::describe(&p));
+                kernel::out(format_args!(
+                    "{}: {}\n",
+                    args.dir.display(),
+                    policy::describe(&p)
+                ))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -28,6 +28,11 @@ pub struct Args {
 
 /// Runs `fscrypt-rs status`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let m = mountinfo::find_mount(&args.path)?;
     let mut out = serde_json::json!({
         "ok": true,
@@ -85,8 +90,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         kernel::print_json(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "{}: on {} filesystem {} mounted at {}{}",
+    let mut o = String::new();
+    o.push_str(&format!(
+        "{}: on {} filesystem {} mounted at {}{}\n",
         args.path.display(),
         m.fs_type,
         m.source,
@@ -96,27 +102,28 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             ""
         }
-    );
+    ));
     match supported {
-        Some(true) => println!("Encryption supported: yes"),
-        Some(false) => println!(
-            "Encryption supported: no (for ext4: `tune2fs -O encrypt {}`)",
+        Some(true) => o.push_str("Encryption supported: yes\n"),
+        Some(false) => o.push_str(&format!(
+            "Encryption supported: no (for ext4: `tune2fs -O encrypt {}`)\n",
             m.source
-        ),
-        None => println!("Encryption supported: unknown"),
+        )),
+        None => o.push_str("Encryption supported: unknown\n"),
     }
     if let Some(v) = out.get("ext4_stable_inodes") {
-        println!(
-            "ext4 stable_inodes (needed for IV_INO_LBLK_*): {}",
+        o.push_str(&format!(
+            "ext4 stable_inodes (needed for IV_INO_LBLK_*): {}\n",
             if v == true { "yes" } else { "no" }
-        );
+        ));
     }
     match policy_text {
         Some((text, key)) => {
-            print!("{text}");
-            println!("Key: {key}");
+            o.push_str(&text);
+            o.push_str(&format!("Key: {key}\n"));
         }
-        None => println!("{}: not encrypted", args.path.display()),
+        None => o.push_str(&format!("{}: not encrypted\n", args.path.display())),
     }
+    kernel::out(format_args!("{o}"))?;
     Ok(ExitCode::SUCCESS)
 }

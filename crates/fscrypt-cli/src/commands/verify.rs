@@ -52,9 +52,15 @@ pub struct Args {
 
 /// Runs `fscrypt-rs verify`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    kernel::json_errors(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let raw = kernel::read_key(Some(&args.key_file), "the master key")?;
     let master = MasterKey::new(&raw).context("the key file does not hold a valid master key")?;
     let mut objects = Vec::new();
+    let mut write_error: Option<std::io::Error> = None;
     let json = args.json;
     let quiet = args.quiet;
     let check = match &args.manifest {
@@ -97,29 +103,46 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             objects.push(o);
             return;
         }
-        match &r.outcome {
-            Outcome::Ok if !quiet => println!(
-                "ok        {:<7} {} (inode {}, {} bytes)",
+        let line = match &r.outcome {
+            Outcome::Ok if !quiet => Some(format!(
+                "ok        {:<7} {} (inode {}, {} bytes)\n",
                 r.kind.as_str(),
                 r.path.display(),
                 r.ino,
                 r.bytes
-            ),
-            Outcome::Ok => {}
-            Outcome::Mismatch { offset, detail } => println!(
-                "MISMATCH  {:<7} {} (inode {}): first difference at byte {offset}: {detail}",
+            )),
+            Outcome::Ok => None,
+            Outcome::Mismatch { offset, detail } => Some(format!(
+                "MISMATCH  {:<7} {} (inode {}): first difference at byte {offset}: {detail}\n",
                 r.kind.as_str(),
                 r.path.display(),
                 r.ino
-            ),
-            Outcome::Error(e) => println!(
-                "ERROR     {:<7} {} (inode {}): {e}",
+            )),
+            Outcome::Error(e) => Some(format!(
+                "ERROR     {:<7} {} (inode {}): {e}\n",
                 r.kind.as_str(),
                 r.path.display(),
                 r.ino
-            ),
+            )),
+        };
+        if let Some(l) = line
+            && write_error.is_none()
+            && let Err(e) = kernel::out(format_args!("{l}"))
+        {
+            write_error = Some(e);
         }
     })?;
+    if let Some(e) = write_error {
+        // A closed pipe (`verify | head`) still gets the verdict's exit code.
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Ok(if summary.all_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_MISMATCH)
+            });
+        }
+        return Err(e.into());
+    }
     if let (Some(p), Some(m)) = (&args.save_manifest, &record) {
         kernel::write_private_file(p, m.to_text().as_bytes())?;
     }
@@ -139,9 +162,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             }
         }))?;
     } else {
-        println!(
+        let mut o = String::new();
+        o.push_str(&format!(
             "verify: {} objects: {} ok, {} MISMATCH, {} errors ({} unencrypted skipped); \
-             {:.1} MB of file data in {:.2} s ({:.1} MB/s)",
+             {:.1} MB of file data in {:.2} s ({:.1} MB/s)\n",
             summary.ok + summary.mismatched + summary.errors,
             summary.ok,
             summary.mismatched,
@@ -150,10 +174,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             summary.file_bytes as f64 / 1e6,
             summary.elapsed.as_secs_f64(),
             summary.mb_per_s()
-        );
+        ));
         for p in &summary.policies {
-            println!("policy: {p}");
+            o.push_str(&format!("policy: {p}\n"));
         }
+        kernel::out(format_args!("{o}"))?;
     }
     Ok(if summary.all_ok() {
         ExitCode::SUCCESS
