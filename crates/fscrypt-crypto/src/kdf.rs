@@ -25,6 +25,12 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
 
+/// SHA-512 of `data` (FIPS 180-4). Returns the 64-byte digest. Used for the
+/// e4crypt-style v1 key descriptor (spec §4.2), not by the kernel format.
+pub fn sha512(data: &[u8]) -> [u8; 64] {
+    Sha512::digest(data).into()
+}
+
 /// HMAC-SHA512 (RFC 2104) of `data` under `key` (any length). Returns the
 /// 64-byte tag. Source: the HKDF building block of spec §4.3.
 pub fn hmac_sha512(key: &[u8], data: &[u8]) -> [u8; 64] {

@@ -45,7 +45,7 @@ pub use error::Error;
 pub use kat::Kat;
 pub use kdf::{
     HKDF_SHA512_MAX_OUTPUT, HkdfSha512, aes128_ecb_encrypt, aes256_cmac, hmac_sha512, sha256,
-    siphash24,
+    sha512, siphash24,
 };
 pub use prepared::{CipherKey, PreparedKey};
 

@@ -363,10 +363,7 @@ pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Er
     Ok((ctx, raw[CONTEXT_SIZE..n].to_vec()))
 }
 
-fn sha256(data: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(data).into()
-}
+use fscrypt_crypto::sha256;
 
 #[cfg(test)]
 mod tests {

@@ -285,8 +285,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 fn unit_digest(unit: &[u8]) -> [u8; 8] {
-    use sha2::Digest;
-    let h = sha2::Sha256::digest(unit);
+    let h = fscrypt_crypto::sha256(unit);
     let mut a = [0u8; 8];
     a.copy_from_slice(&h[..8]);
     a

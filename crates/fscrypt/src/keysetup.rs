@@ -153,9 +153,8 @@ impl MasterKey {
     /// `SHA-512(SHA-512(key))[0..8]` (a userspace convention; the kernel
     /// accepts any descriptor, spec §4.2).
     pub fn e4crypt_descriptor(&self) -> KeyDescriptor {
-        use sha2::{Digest, Sha512};
-        let inner = Zeroizing::new(Sha512::digest(&*self.secret));
-        let outer = Sha512::digest(*inner);
+        let inner = Zeroizing::new(fscrypt_crypto::sha512(&self.secret));
+        let outer = fscrypt_crypto::sha512(&*inner);
         let mut d = [0u8; 8];
         d.copy_from_slice(&outer[..8]);
         KeyDescriptor(d)
