@@ -1,5 +1,5 @@
 //! Golden runs of the built `fscrypt-rs crypt` binary against
-//! `shared/vectors/fscrypt_format_vectors.json`, invoked with the same options
+//! `testdata/vectors/fscrypt_format_vectors.json`, invoked with the same options
 //! xfstests' `_verify_ciphertext_for_encryption_policy` passes to
 //! `fscrypt-crypt-util` (spec §11.2), plus usage errors (exit status 2).
 
@@ -16,7 +16,7 @@ fn load() -> Value {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/vectors"
+            "/../../testdata/vectors"
         )),
     };
     let path = dir.join("fscrypt_format_vectors.json");

@@ -15,7 +15,7 @@
 //! Block ciphers, hashes and stream ciphers come from RustCrypto and aws-lc;
 //! the modes assembled from them (XTS tweak loop and stealing, CS3 stealing,
 //! ESSIV, Adiantum with NH, HCTR2) are ours and are covered by the shared
-//! vectors. Spec references ("spec §N") are to `shared/spec/FSCRYPT-FORMAT.md`.
+//! vectors. Spec references ("spec §N") are to `docs/spec/FSCRYPT-FORMAT.md`.
 //!
 //! `unsafe` appears only in the aws-lc FFI module; every other module has
 //! `#![forbid(unsafe_code)]`.

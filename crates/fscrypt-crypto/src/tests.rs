@@ -1,4 +1,4 @@
-//! The shared-vector suite (`shared/vectors/*.json`), run against every
+//! The shared-vector suite (`testdata/vectors/*.json`), run against every
 //! registered implementation of each algorithm and, for key sizes fscrypt
 //! does not use (AES-128-XTS, AES-192/256-ESSIV, AES-128/192-HCTR2), against
 //! the generic constructions directly. A failure names the file and index.
@@ -15,7 +15,7 @@ use crate::{Algorithm, CipherKey, HkdfSha512, PreparedKey, hmac_sha512, siphash2
 fn vectors_dir() -> std::path::PathBuf {
     match std::env::var_os("FSCRYPT_VECTORS_DIR") {
         Some(d) => d.into(),
-        None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/vectors").into(),
+        None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/vectors").into(),
     }
 }
 

@@ -14,7 +14,7 @@
 //! * [`verify`] — recompute every encrypted object with `fscrypt` and compare
 //!   with the kernel's on-disk bytes (spec §11.2).
 //!
-//! Spec references are to `shared/spec/FSCRYPT-FORMAT.md`.
+//! Spec references are to `docs/spec/FSCRYPT-FORMAT.md`.
 
 pub mod blkcrypto;
 pub mod error;

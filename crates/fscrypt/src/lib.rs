@@ -2,7 +2,7 @@
 //! contexts, the v1 and v2 key hierarchies, IVs, file contents, filenames,
 //! symlink targets, no-key names and casefold dirhash.
 //!
-//! Specification: `shared/spec/FSCRYPT-FORMAT.md` (cited as "spec §N").
+//! Specification: `docs/spec/FSCRYPT-FORMAT.md` (cited as "spec §N").
 //! Modules mirror fs/crypto in the kernel:
 //!
 //! | module | owns | kernel |

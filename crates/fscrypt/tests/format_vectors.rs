@@ -1,8 +1,8 @@
-//! Every entry of `shared/vectors/fscrypt_format_vectors.json` (spec §13) as a
+//! Every entry of `testdata/vectors/fscrypt_format_vectors.json` (spec §13) as a
 //! check. A failure names the section and entry index.
 //!
-//! The vectors directory is `$FSCRYPT_VECTORS_DIR`, or `shared/vectors` beside
-//! the repository (`../../../shared/vectors` from this crate).
+//! The vectors directory is `$FSCRYPT_VECTORS_DIR`, or the repository's own
+//! `testdata/vectors` (a copy of the agreed set; see its README).
 
 use std::path::PathBuf;
 
@@ -20,7 +20,7 @@ fn vectors_dir() -> PathBuf {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/vectors"
+            "/../../testdata/vectors"
         )),
     }
 }

@@ -1,0 +1,195 @@
+//! Lookups and attributes: lookup, forget, getattr, setattr, readlink.
+
+use std::ffi::OsStr;
+use std::time::UNIX_EPOCH;
+
+use fuser::FileAttr;
+use rustix::fs::{AtFlags, Mode, Timespec, Timestamps};
+
+use crate::error::{Error, Result, WrongType};
+use crate::inodes::{InodeNo, Kind};
+
+use super::{EncryptedFs, Loc, SetAttr, SetTime, sys};
+
+impl EncryptedFs {
+    /// Looks up `name` in `parent` (one kernel lookup is recorded).
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENAMETOOLONG`, `ENOTDIR`, `EIO` for corrupt content.
+    pub fn lookup(&self, parent: InodeNo, name: &OsStr) -> Result<FileAttr> {
+        let p = self.inode(parent)?;
+        if p.kind != Kind::Dir {
+            return Err(Error::WrongType(WrongType::NotDir));
+        }
+        let bname = match self.resolve_name(&p, name) {
+            Err(Error::InvalidName) => return Err(Error::NotFound),
+            r => r?,
+        };
+        let (inode, st) = self.lookup_backing(&p, &bname)?;
+        match self.attr_from(&inode, &st) {
+            Ok(a) => Ok(a),
+            Err(e) => {
+                self.inodes.forget(inode.ino, 1);
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops `n` kernel lookups of `ino`.
+    pub fn forget(&self, ino: InodeNo, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+
+    /// Attributes of `ino`.
+    ///
+    /// # Errors
+    /// `ENOENT` for a stale inode, `EIO` for a corrupt header.
+    pub fn getattr(&self, ino: InodeNo) -> Result<FileAttr> {
+        let inode = self.inode(ino)?;
+        let loc = self.loc(&inode)?;
+        let st = self.stat_loc(&loc)?;
+        self.attr_from(&inode, &st)
+    }
+
+    /// Changes attributes: owner, mode, size (truncate), times — in that order.
+    ///
+    /// # Errors
+    /// `EROFS`, `ENOKEY` (truncate without key), `EISDIR`, backing errors.
+    pub fn setattr(&self, ino: InodeNo, a: SetAttr) -> Result<FileAttr> {
+        self.writable()?;
+        let inode = self.inode(ino)?;
+        let loc = self.loc(&inode)?;
+        if a.uid.is_some() || a.gid.is_some() {
+            let uid = a.uid.map(rustix::fs::Uid::from_raw);
+            let gid = a.gid.map(rustix::fs::Gid::from_raw);
+            match &loc {
+                Loc::Fd(f) => rustix::fs::fchown(f, uid, gid),
+                Loc::DirFd(d) => rustix::fs::fchown(self.dir_fd(d)?, uid, gid),
+                Loc::At(l) => rustix::fs::chownat(
+                    self.dir_fd(&l.parent)?,
+                    l.name.name.as_str(),
+                    uid,
+                    gid,
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ),
+            }
+            .map_err(sys)?;
+        }
+        if let Some(mode) = a.mode {
+            let m = Mode::from_raw_mode(mode & 0o7777);
+            match &loc {
+                Loc::Fd(f) => rustix::fs::fchmod(f, m),
+                Loc::DirFd(d) => rustix::fs::fchmod(self.dir_fd(d)?, m),
+                Loc::At(l) => rustix::fs::chmodat(
+                    self.dir_fd(&l.parent)?,
+                    l.name.name.as_str(),
+                    m,
+                    AtFlags::empty(),
+                ),
+            }
+            .map_err(sys)?;
+        }
+        if let Some(size) = a.size {
+            match inode.kind {
+                Kind::File => self.truncate(&inode, size)?,
+                Kind::Dir => return Err(Error::WrongType(WrongType::IsDir)),
+                _ => return Err(Error::InvalidArgument),
+            }
+        }
+        if a.atime.is_some() || a.mtime.is_some() {
+            let conv = |t: Option<SetTime>| match t {
+                None => Timespec {
+                    tv_sec: 0,
+                    tv_nsec: rustix::fs::UTIME_OMIT,
+                },
+                Some(SetTime::Now) => Timespec {
+                    tv_sec: 0,
+                    tv_nsec: rustix::fs::UTIME_NOW,
+                },
+                Some(SetTime::At(t)) => match t.duration_since(UNIX_EPOCH) {
+                    Ok(d) => Timespec {
+                        tv_sec: d.as_secs() as i64,
+                        tv_nsec: d.subsec_nanos() as _,
+                    },
+                    Err(e) => {
+                        let d = e.duration();
+                        let mut sec = -(d.as_secs() as i64);
+                        let mut nsec = d.subsec_nanos() as i64;
+                        if nsec > 0 {
+                            sec -= 1;
+                            nsec = 1_000_000_000 - nsec;
+                        }
+                        Timespec {
+                            tv_sec: sec,
+                            tv_nsec: nsec as _,
+                        }
+                    }
+                },
+            };
+            let ts = Timestamps {
+                last_access: conv(a.atime),
+                last_modification: conv(a.mtime),
+            };
+            match &loc {
+                Loc::Fd(f) => rustix::fs::futimens(f, &ts),
+                Loc::DirFd(d) => rustix::fs::futimens(self.dir_fd(d)?, &ts),
+                Loc::At(l) => rustix::fs::utimensat(
+                    self.dir_fd(&l.parent)?,
+                    l.name.name.as_str(),
+                    &ts,
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ),
+            }
+            .map_err(sys)?;
+        }
+        let st = self.stat_loc(&loc)?;
+        self.attr_from(&inode, &st)
+    }
+
+    /// Clears setuid, and setgid if group-executable, of a regular file (what
+    /// the kernel does when an unprivileged caller writes or truncates).
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub fn kill_suid(&self, ino: InodeNo) -> Result<()> {
+        let inode = self.inode(ino)?;
+        if inode.kind != Kind::File {
+            return Ok(());
+        }
+        let loc = self.loc(&inode)?;
+        let st = self.stat_loc(&loc)?;
+        let mut mode = st.st_mode & 0o7777;
+        let old = mode;
+        mode &= !libc::S_ISUID;
+        if mode & libc::S_IXGRP != 0 {
+            mode &= !libc::S_ISGID;
+        }
+        if mode == old {
+            return Ok(());
+        }
+        let m = Mode::from_raw_mode(mode);
+        match &loc {
+            Loc::Fd(f) => rustix::fs::fchmod(f, m),
+            Loc::DirFd(d) => rustix::fs::fchmod(self.dir_fd(d)?, m),
+            Loc::At(l) => rustix::fs::chmodat(
+                self.dir_fd(&l.parent)?,
+                l.name.name.as_str(),
+                m,
+                AtFlags::empty(),
+            ),
+        }
+        .map_err(sys)
+    }
+
+    /// The target of a symlink (plaintext; no-key name on a locked mount).
+    ///
+    /// # Errors
+    /// `EINVAL` if not a symlink, `EIO` if corrupt.
+    pub fn readlink(&self, ino: InodeNo) -> Result<Vec<u8>> {
+        let inode = self.inode(ino)?;
+        if inode.kind != Kind::Symlink {
+            return Err(Error::WrongType(WrongType::Other));
+        }
+        self.symlink_target(&inode)
+    }
+}

@@ -1,0 +1,372 @@
+//! File contents: open, read, write (read-modify-write of data units),
+//! truncate, fallocate, fsync, release.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use crate::crypt::NodeCrypt;
+use crate::error::{Error, Result, WrongType};
+use crate::handles::{FileHandle, Handle};
+use crate::inodes::{FileState, Inode, InodeNo, Kind};
+use crate::layout::{self, Header, HeaderKind};
+
+use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
+
+impl EncryptedFs {
+    /// Opens a regular file (`flags` as in open(2)).
+    ///
+    /// # Errors
+    /// `ENOKEY` on a locked mount (as the kernel), `EROFS`, `EIO` if corrupt.
+    pub fn open(&self, ino: InodeNo, flags: i32) -> Result<FileHandle> {
+        let inode = self.inode(ino)?;
+        match inode.kind {
+            Kind::File => {}
+            Kind::Dir => return Err(Error::WrongType(WrongType::IsDir)),
+            _ => return Err(Error::InvalidArgument),
+        }
+        self.need_key()?;
+        let acc = flags & libc::O_ACCMODE;
+        let write = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        if write {
+            self.writable()?;
+        }
+        {
+            let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+            self.load_file(&inode, &mut st)?;
+            self.file_crypt(&inode, &st.context)?;
+            if st.fd.is_none() || (write && !st.fd_writable) {
+                let l = inode.first_link().ok_or(Error::NotFound)?;
+                let want_rw = !self.opts.read_only;
+                let f = match self.open_link(&l, want_rw) {
+                    Ok(f) => (f, want_rw),
+                    Err(_) if !write => (self.open_link(&l, false)?, false),
+                    Err(e) => return Err(e),
+                };
+                if f.1 {
+                    // Repair after a crash: nothing may be stored past the
+                    // units that cover the size (spec of the format doc).
+                    let len = f.0.metadata()?.len();
+                    let want = layout::backing_len_for(st.size, self.du);
+                    if len > want {
+                        f.0.set_len(want)?;
+                    }
+                }
+                st.fd = Some(Arc::new(f.0));
+                st.fd_writable = f.1;
+            }
+            st.opens += 1;
+        }
+        Ok(self.handles.insert(Handle::File {
+            inode,
+            append: flags & libc::O_APPEND != 0,
+            write,
+        }))
+    }
+
+    pub(super) fn file_handle(&self, fh: FileHandle) -> Result<(Arc<Inode>, bool, bool)> {
+        match self.handles.get(fh).as_deref() {
+            Some(Handle::File {
+                inode,
+                append,
+                write,
+            }) => Ok((inode.clone(), *append, *write)),
+            Some(Handle::Dir { .. }) => Err(Error::WrongType(WrongType::IsDir)),
+            None => Err(Error::Sys(rustix::io::Errno::BADF)),
+        }
+    }
+
+    /// Reads one data unit `idx` into `dst` (zeros for a hole), masking bytes
+    /// at or past `size` (stale tails after a crash never become visible).
+    pub(super) fn read_unit(
+        &self,
+        f: &File,
+        crypt: &NodeCrypt,
+        idx: u64,
+        dst: &mut [u8],
+        size: u64,
+    ) -> Result<bool> {
+        pread_full(f, dst, layout::unit_offset(idx, self.du))?;
+        if is_zero(dst) {
+            return Ok(false);
+        }
+        crypt
+            .decrypt_data_units(idx, dst)
+            .map_err(|e| Error::Crypt(e.to_string()))?;
+        let start = idx * self.du;
+        if size < start + self.du {
+            let keep = size.saturating_sub(start) as usize;
+            dst[keep..].fill(0);
+        }
+        Ok(true)
+    }
+
+    /// Reads `size` bytes at `offset`; the plaintext is left in `buf[range]`.
+    ///
+    /// # Errors
+    /// `EBADF` for a bad handle, backing errors, `EIO` if decryption fails.
+    pub fn read(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        buf: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>> {
+        let (inode, _, _) = self.file_handle(fh)?;
+        let st = inode.file.read().map_err(|_| Error::NotFound)?;
+        let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let crypt = self.file_crypt(&inode, &st.context)?;
+        if offset >= st.size || size == 0 {
+            return Ok(0..0);
+        }
+        let du = self.du;
+        let end = (offset + size as u64).min(st.size);
+        let first = offset / du;
+        let last = end.div_ceil(du);
+        let n = ((last - first) * du) as usize;
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        let b = &mut buf[..n];
+        pread_full(&f, b, layout::unit_offset(first, du))?;
+        // Decrypt runs of stored units; all-zero units are holes.
+        let mut i = 0usize;
+        let units = (last - first) as usize;
+        let dus = du as usize;
+        while i < units {
+            if is_zero(&b[i * dus..(i + 1) * dus]) {
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < units && !is_zero(&b[j * dus..(j + 1) * dus]) {
+                j += 1;
+            }
+            let r = crypt
+                .decrypt_data_units(first + i as u64, &mut b[i * dus..j * dus])
+                .map_err(|e| Error::Crypt(e.to_string()));
+            self.note(&inode, None, r)?;
+            i = j;
+        }
+        let start = (offset - first * du) as usize;
+        Ok(start..start + (end - offset) as usize)
+    }
+
+    pub(super) fn write_size(&self, f: &File, st: &FileState) -> Result<()> {
+        let h = Header {
+            kind: HeaderKind::File,
+            context: st.context,
+            size: st.size,
+        };
+        f.write_all_at(&h.size_update_bytes(), 56)?;
+        Ok(())
+    }
+
+    /// Zeroes the stored tail (past `size`) of the unit holding EOF, if any;
+    /// called before the size grows past that unit.
+    pub(super) fn zero_eof_tail(&self, f: &File, crypt: &NodeCrypt, size: u64) -> Result<()> {
+        let du = self.du;
+        if size.is_multiple_of(du) {
+            return Ok(());
+        }
+        let idx = size / du;
+        let mut unit = vec![0u8; du as usize];
+        pread_full(f, &mut unit, layout::unit_offset(idx, du))?;
+        if is_zero(&unit) {
+            return Ok(());
+        }
+        crypt
+            .decrypt_data_units(idx, &mut unit)
+            .map_err(|e| Error::Crypt(e.to_string()))?;
+        let keep = (size % du) as usize;
+        if is_zero(&unit[keep..]) {
+            return Ok(());
+        }
+        unit[keep..].fill(0);
+        crypt
+            .encrypt_data_units(idx, &mut unit)
+            .map_err(|e| Error::Crypt(e.to_string()))?;
+        f.write_all_at(&unit, layout::unit_offset(idx, du))?;
+        Ok(())
+    }
+
+    /// Writes `data` at `offset` (at EOF for O_APPEND handles). Partial data
+    /// units are read, decrypted, merged and re-encrypted under the file's
+    /// exclusive lock, so concurrent writers never lose updates.
+    ///
+    /// # Errors
+    /// `EBADF`, `EROFS`, `EFBIG`, backing errors, `EIO` if decryption fails.
+    pub fn write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32> {
+        let (inode, append, write) = self.file_handle(fh)?;
+        if !write {
+            return Err(Error::Sys(rustix::io::Errno::BADF));
+        }
+        self.writable()?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+        let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let crypt = self.file_crypt(&inode, &st.context)?;
+        let offset = if append { st.size } else { offset };
+        let du = self.du;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or(Error::Sys(rustix::io::Errno::FBIG))?;
+        let old = st.size;
+        let first = offset / du;
+        let last = end.div_ceil(du);
+        if first > old / du {
+            self.zero_eof_tail(&f, &crypt, old)?;
+        }
+        let dus = du as usize;
+        let n = ((last - first) * du) as usize;
+        IO_BUF.with(|cell| -> Result<()> {
+            let mut guard = cell.borrow_mut();
+            if guard.len() < n {
+                guard.resize(n, 0);
+            }
+            let buf = &mut guard[..n];
+            let head = (offset - first * du) as usize;
+            if head != 0 {
+                if first * du < old {
+                    self.read_unit(&f, &crypt, first, &mut buf[..dus], old)?;
+                } else {
+                    buf[..dus].fill(0);
+                }
+            }
+            let tail_unit = last - 1;
+            if end % du != 0 && (tail_unit != first || head == 0) {
+                let t = ((tail_unit - first) * du) as usize;
+                if tail_unit * du < old {
+                    self.read_unit(&f, &crypt, tail_unit, &mut buf[t..t + dus], old)?;
+                } else {
+                    buf[t..t + dus].fill(0);
+                }
+            }
+            buf[head..head + data.len()].copy_from_slice(data);
+            crypt
+                .encrypt_data_units(first, buf)
+                .map_err(|e| Error::Crypt(e.to_string()))?;
+            f.write_all_at(buf, layout::unit_offset(first, du))?;
+            Ok(())
+        })?;
+        if end > old {
+            st.size = end;
+            self.write_size(&f, &st)?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// Sets the plaintext size under the file's exclusive lock.
+    pub(super) fn truncate(&self, inode: &Arc<Inode>, size: u64) -> Result<()> {
+        self.need_key()?;
+        if size > i64::MAX as u64 {
+            return Err(Error::Sys(rustix::io::Errno::FBIG));
+        }
+        let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+        self.load_file(inode, &mut st)?;
+        let crypt = self.file_crypt(inode, &st.context)?;
+        let f: Arc<File> = match (&st.fd, st.fd_writable) {
+            (Some(f), true) => f.clone(),
+            _ => {
+                let l = inode.first_link().ok_or(Error::NotFound)?;
+                Arc::new(self.open_link(&l, true)?)
+            }
+        };
+        let du = self.du;
+        let old = st.size;
+        if size < old {
+            if !size.is_multiple_of(du) {
+                let idx = size / du;
+                let mut unit = vec![0u8; du as usize];
+                if self.read_unit(&f, &crypt, idx, &mut unit, size)? {
+                    crypt
+                        .encrypt_data_units(idx, &mut unit)
+                        .map_err(|e| Error::Crypt(e.to_string()))?;
+                    f.write_all_at(&unit, layout::unit_offset(idx, du))?;
+                }
+            }
+            let want = layout::backing_len_for(size, du);
+            if f.metadata()?.len() > want {
+                f.set_len(want)?;
+            }
+        } else if size > old {
+            // Units stored past the old size (an extending write whose size
+            // update a crash lost) must not reappear inside the file.
+            let want = layout::backing_len_for(old, du);
+            if f.metadata()?.len() > want {
+                f.set_len(want)?;
+            }
+            self.zero_eof_tail(&f, &crypt, old)?;
+        } else {
+            return Ok(());
+        }
+        st.size = size;
+        self.write_size(&f, &st)
+    }
+
+    /// Allocates (mode 0: grows the size like truncate; KEEP_SIZE: no-op).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` for other modes (punching holes, collapsing ranges: as the
+    /// kernel refuses range shifts on encrypted files), backing errors.
+    pub fn fallocate(&self, fh: FileHandle, offset: u64, length: u64, mode: i32) -> Result<()> {
+        let (inode, _, write) = self.file_handle(fh)?;
+        if !write {
+            return Err(Error::Sys(rustix::io::Errno::BADF));
+        }
+        self.writable()?;
+        match mode {
+            0 => {
+                let end = offset
+                    .checked_add(length)
+                    .ok_or(Error::Sys(rustix::io::Errno::FBIG))?;
+                let cur = inode.file.read().map_err(|_| Error::NotFound)?.size;
+                if end > cur {
+                    self.truncate(&inode, end)?;
+                }
+                Ok(())
+            }
+            libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+            _ => Err(Error::NotSupported),
+        }
+    }
+
+    /// Flushes the backing file to stable storage.
+    ///
+    /// # Errors
+    /// `EBADF`, backing errors.
+    pub fn fsync(&self, fh: FileHandle, datasync: bool) -> Result<()> {
+        let (inode, _, _) = self.file_handle(fh)?;
+        let f = inode.file.read().map_err(|_| Error::NotFound)?.fd.clone();
+        if let Some(f) = f {
+            if datasync {
+                f.sync_data()?;
+            } else {
+                f.sync_all()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a file handle; the backing fd closes with the last handle.
+    ///
+    /// # Errors
+    /// `EBADF` for an unknown handle.
+    pub fn release(&self, fh: FileHandle) -> Result<()> {
+        match self.handles.remove(fh).as_deref() {
+            Some(Handle::File { inode, .. }) => {
+                let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+                st.opens = st.opens.saturating_sub(1);
+                if st.opens == 0 {
+                    st.fd = None;
+                }
+                Ok(())
+            }
+            Some(Handle::Dir { .. }) => Ok(()),
+            None => Err(Error::Sys(rustix::io::Errno::BADF)),
+        }
+    }
+}

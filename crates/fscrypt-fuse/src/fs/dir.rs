@@ -1,0 +1,160 @@
+//! Directories: opendir, readdir, releasedir, fsyncdir, statfs.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStringExt;
+use std::sync::Arc;
+
+use crate::error::{Corruption, Error, Result, WrongType};
+use crate::handles::{DirEntry, FileHandle, Handle};
+use crate::inodes::{Inode, InodeNo, Kind, ROOT};
+use crate::layout::NAME_MAX;
+
+use super::{EncryptedFs, FsStats, sys};
+
+impl EncryptedFs {
+    /// Opens a directory for listing.
+    ///
+    /// # Errors
+    /// `ENOTDIR`, `ENOENT`.
+    pub fn opendir(&self, ino: InodeNo) -> Result<FileHandle> {
+        let inode = self.inode(ino)?;
+        if inode.kind != Kind::Dir {
+            return Err(Error::WrongType(WrongType::NotDir));
+        }
+        Ok(self.handles.insert(Handle::Dir {
+            inode,
+            entries: std::sync::Mutex::new(None),
+        }))
+    }
+
+    pub(super) fn list(&self, dir: &Arc<Inode>) -> Result<Vec<DirEntry>> {
+        let fd = self.dir_fd(dir)?;
+        let crypt = if self.keys.unlocked() {
+            Some(self.dir_crypt(dir)?)
+        } else {
+            None
+        };
+        let parent_ino = dir
+            .first_link()
+            .map(|l| l.parent.ino.0)
+            .unwrap_or(dir.ino.0);
+        let mut out = vec![
+            DirEntry {
+                ino: dir.ino.0,
+                kind: Kind::Dir,
+                name: OsString::from("."),
+            },
+            DirEntry {
+                ino: parent_ino,
+                kind: Kind::Dir,
+                name: OsString::from(".."),
+            },
+        ];
+        let mut d = rustix::fs::Dir::read_from(fd).map_err(sys)?;
+        while let Some(ent) = d.read() {
+            let ent = ent.map_err(sys)?;
+            let ename = ent.file_name().to_bytes();
+            let Some(ct) = self.entry_ciphertext(dir, ename)? else {
+                continue;
+            };
+            let name = match &crypt {
+                Some(c) => match c.decrypt_filename(&ct) {
+                    Ok(p) if !p.is_empty() && !p.contains(&b'/') && &*p != b"." && &*p != b".." => {
+                        OsString::from_vec(p.to_vec())
+                    }
+                    _ => {
+                        let what = String::from_utf8_lossy(ename).into_owned();
+                        let _ = self.note::<()>(
+                            dir,
+                            Some(&what),
+                            Err(Error::Corrupt(Corruption::BadName)),
+                        );
+                        continue;
+                    }
+                },
+                None => OsString::from(crate::crypt::nokey_name(&ct)),
+            };
+            let kind = match ent.file_type() {
+                rustix::fs::FileType::Directory => Kind::Dir,
+                rustix::fs::FileType::RegularFile => Kind::File,
+                rustix::fs::FileType::Symlink => Kind::Symlink,
+                _ => Kind::Special,
+            };
+            out.push(DirEntry {
+                ino: self.inodes.fuse_ino(ent.ino()).0,
+                kind,
+                name,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Entries of an open directory from `offset` (0 = start; each entry's
+    /// offset is its index + 1). `add` returns true when the reply is full.
+    ///
+    /// # Errors
+    /// `EBADF`, backing errors.
+    pub fn readdir(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        mut add: impl FnMut(u64, u64, Kind, &OsStr) -> bool,
+    ) -> Result<()> {
+        let h = self
+            .handles
+            .get(fh)
+            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let Handle::Dir { inode, entries } = &*h else {
+            return Err(Error::WrongType(WrongType::NotDir));
+        };
+        let list = {
+            let mut e = entries.lock().map_err(|_| Error::NotFound)?;
+            if offset == 0 || e.is_none() {
+                *e = Some(Arc::new(self.list(inode)?));
+            }
+            e.clone().unwrap_or_default()
+        };
+        for (i, ent) in list.iter().enumerate().skip(offset as usize) {
+            if add(ent.ino, i as u64 + 1, ent.kind, &ent.name) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a directory handle.
+    ///
+    /// # Errors
+    /// `EBADF`.
+    pub fn releasedir(&self, fh: FileHandle) -> Result<()> {
+        self.release(fh)
+    }
+
+    /// Flushes a directory to stable storage.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub fn fsyncdir(&self, ino: InodeNo) -> Result<()> {
+        let inode = self.inode(ino)?;
+        rustix::fs::fsync(self.dir_fd(&inode)?).map_err(sys)
+    }
+
+    /// Statistics of the backing filesystem.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub fn statfs(&self) -> Result<FsStats> {
+        let root = self.inode(ROOT)?;
+        let s = rustix::fs::fstatvfs(self.dir_fd(&root)?).map_err(sys)?;
+        Ok(FsStats {
+            blocks: s.f_blocks,
+            bfree: s.f_bfree,
+            bavail: s.f_bavail,
+            files: s.f_files,
+            ffree: s.f_ffree,
+            bsize: s.f_bsize as u32,
+            namelen: NAME_MAX as u32,
+            frsize: s.f_frsize as u32,
+        })
+    }
+}

@@ -1,0 +1,363 @@
+//! `EncryptedFs`: the filesystem logic, independent of FUSE, one module per
+//! concern: `names` (name encryption, no-key names, long-name side files),
+//! `backing` (locating and reading backing objects), `attr`, `create`,
+//! `remove`, `contents`, `dir` and `xattr` (the operations).
+//!
+//! Every method returns `Result<_, Error>`; the FUSE adapter (`fuse.rs`) only
+//! converts arguments and maps errors to errno with [`Error::errno`].
+//!
+//! The backing store is accessed with `*at` system calls relative to the
+//! backing directory fds held by directory inodes, so renames of ancestors
+//! never invalidate anything. The storage format is described in `layout.rs`
+//! and `docs/vault-format.md`.
+
+mod attr;
+mod backing;
+mod contents;
+mod create;
+mod dir;
+mod names;
+mod remove;
+mod xattr;
+
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::FileType;
+use rustix::fs::{Mode, OFlags};
+
+use crate::crypt::Keys;
+use crate::error::{Error, Result, WrongType};
+use crate::handles::HandleTable;
+use crate::inodes::{Inode, InodeNo, InodeTable, Kind, Link, ROOT};
+use crate::layout::{DIR_META_NAME, Header, HeaderKind, NAME_MAX};
+
+/// Who is calling (from the FUSE request): owner of created entries.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+}
+
+/// A time to set: a given time or "now".
+#[derive(Debug, Clone, Copy)]
+pub enum SetTime {
+    /// A specific time.
+    At(SystemTime),
+    /// The current time.
+    Now,
+}
+
+/// Attribute changes of `setattr`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    /// New permission bits (incl. setuid/setgid/sticky).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New plaintext size (truncate).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<SetTime>,
+    /// New modification time.
+    pub mtime: Option<SetTime>,
+}
+
+/// Filesystem statistics (`statfs`).
+#[derive(Debug, Clone, Copy)]
+pub struct FsStats {
+    /// Total blocks (`frsize` units).
+    pub blocks: u64,
+    /// Free blocks.
+    pub bfree: u64,
+    /// Blocks available to unprivileged users.
+    pub bavail: u64,
+    /// Total inodes.
+    pub files: u64,
+    /// Free inodes.
+    pub ffree: u64,
+    /// Block size.
+    pub bsize: u32,
+    /// Maximum name length (255).
+    pub namelen: u32,
+    /// Fragment size.
+    pub frsize: u32,
+}
+
+/// Options of [`EncryptedFs::new`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FsOptions {
+    /// Refuse every modification with EROFS.
+    pub read_only: bool,
+}
+
+/// Where an inode's backing object is: an fd of it, or (dir fd, name).
+enum Loc {
+    Fd(Arc<File>),
+    DirFd(Arc<Inode>),
+    At(Link),
+}
+
+thread_local! {
+    static IO_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The encrypted filesystem over a backing directory.
+#[derive(Debug)]
+pub struct EncryptedFs {
+    keys: Keys,
+    du: u64,
+    opts: FsOptions,
+    inodes: InodeTable,
+    handles: HandleTable,
+    backing_root: PathBuf,
+    /// The daemon's effective uid and gid, read once at mount (they never
+    /// change), so that creating a file needs no extra syscalls for them.
+    euid: u32,
+    egid: u32,
+}
+
+fn sys(e: rustix::io::Errno) -> Error {
+    Error::Sys(e)
+}
+
+fn to_system_time(sec: i64, nsec: i64) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec.clamp(0, 999_999_999) as u32)
+    } else {
+        UNIX_EPOCH
+            .checked_sub(Duration::new(sec.unsigned_abs(), 0))
+            .and_then(|t| t.checked_add(Duration::new(0, nsec.clamp(0, 999_999_999) as u32)))
+            .unwrap_or(UNIX_EPOCH)
+    }
+}
+
+fn kind_of(mode: u32) -> Kind {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFREG => Kind::File,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Special,
+    }
+}
+
+fn fuse_type(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFREG => FileType::RegularFile,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        _ => FileType::BlockDevice,
+    }
+}
+
+fn validate_name(name: &OsStr) -> Result<&[u8]> {
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') || b.contains(&0) {
+        return Err(Error::InvalidName);
+    }
+    if b.len() > NAME_MAX {
+        return Err(Error::NameTooLong);
+    }
+    Ok(b)
+}
+
+/// Reads up to `buf.len()` bytes at `off`, zero-filling past the backing EOF.
+fn pread_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], off + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf[done..].fill(0);
+    Ok(())
+}
+
+fn is_zero(b: &[u8]) -> bool {
+    // An unwritten (hole) data unit reads as all zeros; real ciphertext is
+    // all-zero with probability 2^-(8*unit size).
+    let chunks = b.chunks_exact(16);
+    let rem = chunks.remainder();
+    chunks
+        .map(|c| u128::from_ne_bytes(<[u8; 16]>::try_from(c).unwrap_or([1; 16])))
+        .all(|w| w == 0)
+        && rem.iter().all(|&x| x == 0)
+}
+
+impl EncryptedFs {
+    /// Opens the filesystem over `backing_dir`, whose root metadata file must
+    /// carry `policy` (see [`crate::create_root`]). `master` = `None` gives a
+    /// locked filesystem.
+    ///
+    /// # Errors
+    /// [`Error::Io`]/[`Error::Sys`] if the directory cannot be opened,
+    /// [`Error::Corrupt`] if its metadata file is missing or of another policy,
+    /// [`Error::Crypt`] if the key does not fit the policy.
+    pub fn new(
+        backing_dir: &Path,
+        policy: fscrypt::PolicyV2,
+        master: Option<fscrypt::MasterKey>,
+        opts: FsOptions,
+    ) -> Result<EncryptedFs> {
+        let keys = Keys::new(policy, master);
+        let fd = rustix::fs::open(
+            backing_dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(sys)?;
+        let st = rustix::fs::fstat(&fd).map_err(sys)?;
+        let root = Inode::new(ROOT, st.st_ino, Kind::Dir, Some(fd), None);
+        let fs = EncryptedFs {
+            du: keys.data_unit_size(),
+            keys,
+            opts,
+            inodes: InodeTable::new(root),
+            handles: HandleTable::new(),
+            backing_root: backing_dir.to_path_buf(),
+            euid: rustix::process::geteuid().as_raw(),
+            egid: rustix::process::getegid().as_raw(),
+        };
+        let root = fs.inode(ROOT)?;
+        let ctx = fs.dir_context(&root)?;
+        if fs.keys.unlocked() {
+            fs.dir_crypt(&root)?;
+        } else {
+            fs.keys.check_context(&ctx)?;
+        }
+        Ok(fs)
+    }
+
+    /// Whether the master key is present.
+    pub fn unlocked(&self) -> bool {
+        self.keys.unlocked()
+    }
+
+    /// Data unit size in bytes.
+    pub fn data_unit_size(&self) -> u64 {
+        self.du
+    }
+
+    // -----------------------------------------------------------------------
+    // helpers
+
+    fn inode(&self, ino: InodeNo) -> Result<Arc<Inode>> {
+        self.inodes.get(ino).ok_or(Error::NotFound)
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            Err(Error::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn need_key(&self) -> Result<()> {
+        if self.keys.unlocked() {
+            Ok(())
+        } else {
+            Err(Error::NoKey)
+        }
+    }
+
+    fn dir_fd<'a>(&self, dir: &'a Inode) -> Result<BorrowedFd<'a>> {
+        match (&dir.kind, &dir.dir_fd) {
+            (Kind::Dir, Some(fd)) => Ok(fd.as_fd()),
+            _ => Err(Error::WrongType(WrongType::NotDir)),
+        }
+    }
+
+    /// Backing path of an inode, for log lines.
+    pub fn backing_path(&self, inode: &Inode) -> PathBuf {
+        let mut parts = Vec::new();
+        let mut cur = inode.first_link();
+        let mut guard = 0;
+        while let Some(l) = cur {
+            parts.push(l.name.name.clone());
+            cur = l.parent.first_link();
+            guard += 1;
+            if guard > 4096 {
+                break;
+            }
+        }
+        let mut p = self.backing_root.clone();
+        for part in parts.iter().rev() {
+            p.push(part);
+        }
+        p
+    }
+
+    /// Logs corruption of `inode` (with its backing path) and passes the error on.
+    fn note<T>(&self, inode: &Inode, what: Option<&str>, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r
+            && e.is_corruption()
+        {
+            let mut p = self.backing_path(inode);
+            if let Some(w) = what {
+                p.push(w);
+            }
+            log::error!("fscrypt-fuse: corrupt backing object {}: {e}", p.display());
+        }
+        r
+    }
+}
+
+/// Writes the root directory's metadata file (a fresh context of `policy`)
+/// into an existing, empty backing directory.
+///
+/// # Errors
+/// [`Error::AlreadyInitialized`] if it already has one, backing errors.
+pub fn create_root(backing_dir: &Path, policy: &fscrypt::PolicyV2) -> Result<()> {
+    let mut nonce = [0u8; 16];
+    crate::crypt::random(&mut nonce)?;
+    let h = Header {
+        kind: HeaderKind::Directory,
+        context: crate::crypt::context_bytes(policy, nonce),
+        size: 0,
+    };
+    let path = backing_dir.join(DIR_META_NAME);
+    let f = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode_0600()
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(Error::AlreadyInitialized(backing_dir.to_path_buf()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    f.write_all_at(&h.to_bytes(), 0)?;
+    f.sync_all()?;
+    Ok(())
+}
+
+trait Mode0600 {
+    fn mode_0600(&mut self) -> &mut Self;
+}
+impl Mode0600 for std::fs::OpenOptions {
+    fn mode_0600(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.mode(0o600)
+    }
+}

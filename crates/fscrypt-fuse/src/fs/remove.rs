@@ -1,0 +1,219 @@
+//! Removing and renaming: unlink, rmdir, rename.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::FileExt;
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+
+use crate::error::{Error, Result, WrongType};
+use crate::inodes::{InodeNo, Kind};
+use crate::layout::{self, DIR_META_NAME, EntryName};
+
+use super::{EncryptedFs, kind_of, sys};
+
+impl EncryptedFs {
+    /// Removes a non-directory entry (works without the key, via no-key names).
+    ///
+    /// # Errors
+    /// `ENOENT`, `EISDIR`, `EROFS`, backing errors.
+    pub fn unlink(&self, parent: InodeNo, name: &OsStr) -> Result<()> {
+        self.writable()?;
+        let p = self.inode(parent)?;
+        let bname = self.resolve_name(&p, name)?;
+        let pfd = self.dir_fd(&p)?;
+        let st =
+            rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
+        if kind_of(st.st_mode) == Kind::Dir {
+            return Err(Error::WrongType(WrongType::IsDir));
+        }
+        rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::empty()).map_err(sys)?;
+        self.remove_side_file(&p, &bname);
+        if let Some(i) = self.inodes.get(self.inodes.fuse_ino(st.st_ino)) {
+            i.remove_link(p.ino, &bname);
+        }
+        Ok(())
+    }
+
+    /// Lists a backing directory's user-visible entries (names only).
+    pub(super) fn has_user_entries(&self, dfd: BorrowedFd<'_>) -> Result<bool> {
+        let mut d = rustix::fs::Dir::read_from(dfd).map_err(sys)?;
+        while let Some(ent) = d.read() {
+            let ent = ent.map_err(sys)?;
+            match layout::classify(ent.file_name().to_bytes()) {
+                EntryName::Internal => {}
+                _ => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Removes our internal files (metadata, orphan side files) from a
+    /// directory known to have no user entries.
+    pub(super) fn clear_internal(&self, dfd: BorrowedFd<'_>) -> Result<()> {
+        let mut names = Vec::new();
+        let mut d = rustix::fs::Dir::read_from(dfd).map_err(sys)?;
+        while let Some(ent) = d.read() {
+            let ent = ent.map_err(sys)?;
+            let n = ent.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                names.push(OsString::from_vec(n.to_vec()));
+            }
+        }
+        for n in names {
+            let flags = if rustix::fs::statat(dfd, n.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .map(|s| kind_of(s.st_mode) == Kind::Dir)
+                .unwrap_or(false)
+            {
+                AtFlags::REMOVEDIR
+            } else {
+                AtFlags::empty()
+            };
+            rustix::fs::unlinkat(dfd, n.as_os_str(), flags).map_err(sys)?;
+        }
+        Ok(())
+    }
+
+    /// Removes an empty directory (works without the key).
+    ///
+    /// # Errors
+    /// `ENOTEMPTY`, `ENOTDIR`, `ENOENT`, `EROFS`, backing errors.
+    pub fn rmdir(&self, parent: InodeNo, name: &OsStr) -> Result<()> {
+        self.writable()?;
+        let p = self.inode(parent)?;
+        let bname = self.resolve_name(&p, name)?;
+        let pfd = self.dir_fd(&p)?;
+        let dfd = rustix::fs::openat(
+            pfd,
+            bname.name.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(sys)?;
+        if self.has_user_entries(dfd.as_fd())? {
+            return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
+        }
+        let st = rustix::fs::fstat(&dfd).map_err(sys)?;
+        // The kernel holds the victim's lock, so nothing is created inside
+        // between the check and the removal.
+        self.clear_internal(dfd.as_fd())?;
+        rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::REMOVEDIR).map_err(sys)?;
+        self.remove_side_file(&p, &bname);
+        if let Some(i) = self.inodes.get(self.inodes.fuse_ino(st.st_ino)) {
+            i.remove_link(p.ino, &bname);
+        }
+        Ok(())
+    }
+
+    /// Renames an entry (`flags`: RENAME_NOREPLACE, RENAME_EXCHANGE).
+    ///
+    /// # Errors
+    /// `ENOKEY` without the key (as the kernel: no-key names cannot be
+    /// renamed), `EEXIST`, `ENOTEMPTY`, `EXDEV`, backing errors.
+    pub fn rename(
+        &self,
+        parent: InodeNo,
+        name: &OsStr,
+        newparent: InodeNo,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Result<()> {
+        self.writable()?;
+        self.need_key()?;
+        let p = self.inode(parent)?;
+        let np = self.inode(newparent)?;
+        let ob = self.encrypt_name(&p, name)?;
+        let pfd = self.dir_fd(&p)?;
+        let npfd = self.dir_fd(&np)?;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let noreplace = flags & libc::RENAME_NOREPLACE != 0;
+        if flags & !(libc::RENAME_EXCHANGE | libc::RENAME_NOREPLACE) != 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let src =
+            rustix::fs::statat(pfd, ob.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
+        let nb = self.name_for_create(&np, newname)?;
+        let dst = match rustix::fs::statat(npfd, nb.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(s) => Some(s),
+            Err(rustix::io::Errno::NOENT) => None,
+            Err(e) => return Err(sys(e)),
+        };
+        if let Some(d) = &dst
+            && d.st_ino == src.st_ino
+        {
+            // Same inode (hard links or same name): POSIX says do nothing.
+            return Ok(());
+        }
+        let mut rflags = RenameFlags::empty();
+        if exchange {
+            rflags |= RenameFlags::EXCHANGE;
+        }
+        if noreplace {
+            rflags |= RenameFlags::NOREPLACE;
+        }
+        // Replacing an empty directory: the backing one still holds our
+        // metadata file; remove it first and restore it if the rename fails.
+        let mut restore: Option<(OwnedFd, Vec<u8>)> = None;
+        if let Some(d) = &dst
+            && !exchange
+            && !noreplace
+            && kind_of(d.st_mode) == Kind::Dir
+            && kind_of(src.st_mode) == Kind::Dir
+        {
+            let dfd = rustix::fs::openat(
+                npfd,
+                nb.name.as_str(),
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(sys)?;
+            if self.has_user_entries(dfd.as_fd())? {
+                return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
+            }
+            let meta = std::fs::read(format!(
+                "/proc/self/fd/{}/{}",
+                dfd.as_raw_fd(),
+                DIR_META_NAME
+            ))
+            .unwrap_or_default();
+            self.clear_internal(dfd.as_fd())?;
+            restore = Some((dfd, meta));
+        }
+        if let Err(e) =
+            rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
+        {
+            if let Some((dfd, meta)) = restore
+                && let Ok(m) = rustix::fs::openat(
+                    &dfd,
+                    DIR_META_NAME,
+                    OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )
+            {
+                let _ = File::from(m).write_all_at(&meta, 0);
+            }
+            if dst.is_none() {
+                self.remove_side_file(&np, &nb);
+            }
+            return Err(sys(e));
+        }
+        if !exchange {
+            self.remove_side_file(&p, &ob);
+        }
+        if let Some(i) = self.inodes.get(self.inodes.fuse_ino(src.st_ino)) {
+            i.remove_link(p.ino, &ob);
+            i.add_link(&np, &nb);
+        }
+        if let Some(d) = &dst
+            && let Some(i) = self.inodes.get(self.inodes.fuse_ino(d.st_ino))
+        {
+            i.remove_link(np.ino, &nb);
+            if exchange {
+                i.add_link(&p, &ob);
+            }
+        }
+        Ok(())
+    }
+}
