@@ -4,6 +4,41 @@
 //! numbers across remounts and hard links share one number), except that the
 //! backing root's number and 1 are swapped, since FUSE's root is always 1.
 //!
+//! Identity (issue 9 §3): a backing object is the one the kernel looked up,
+//! never "whatever sits under that name now". Each inode records the
+//! identity it was looked up with — backing (device, inode number), kind and,
+//! for encrypted objects, the 40-byte context (whose 16-byte random nonce
+//! tells two incarnations of a reused inode number apart). We chose
+//! **by-name reopening with identity checks** over an `O_PATH` fd per cached
+//! inode: the kernel caches hundreds of thousands of inodes (100,000 files
+//! created = 100,000 lookups held), which would need that many fds (the hard
+//! `RLIMIT_NOFILE` here is 20,000 and an unprivileged daemon cannot raise it)
+//! and would pin every backing inode and dentry in kernel memory as well.
+//! Instead every later access reopens a link of the inode by name (one
+//! component, `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, `O_PATH | O_NOFOLLOW`), checks
+//! `fstat` (device, inode number, type) and, for files and symlinks, the
+//! context against the recorded one, tries the inode's other links on a
+//! mismatch and fails with `ESTALE` if none fits (the kernel then retries
+//! the open with a fresh lookup). Open files keep their fd (exact identity),
+//! directories keep an `O_RDONLY` fd (needed as the base of `*at` calls).
+//!
+//! Node ids: the FUSE node id is normally the backing inode number, except
+//! that the backing root's number and 1 are swapped, since FUSE's root is
+//! always 1. When the table still holds an entry for that number whose
+//! object is another incarnation (the backing file system reused a freed
+//! inode number while the kernel still holds the old inode), the new object
+//! gets a node id from a separate high range ([`ALT_BASE`] and up), so the
+//! two never share a table entry, a kernel inode or a forget count; once the
+//! kernel forgets the old one, later incarnations get the plain number again.
+//! The generation stays 0: node ids are never reused while the kernel knows
+//! them.
+//!
+//! Memory: an inode holds no key material except a directory's name key;
+//! a file's contents key lives in its [`FileState`] only while the file is
+//! open, a symlink's key only during readlink. A cached inode costs
+//! [`INODE_STATE_BYTES`] plus its links' names.
+//!
 //! Lifetimes: an [`Inode`] lives in the table while the kernel holds lookups on
 //! it (`nlookup > 0`) and is removed by `forget`; open handles and child links
 //! hold their own `Arc`s, so an inode outlives its table entry while in use.
@@ -18,7 +53,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::crypt::NodeCrypt;
@@ -30,6 +65,24 @@ pub struct InodeNo(pub u64);
 
 /// FUSE's root inode number.
 pub const ROOT: InodeNo = InodeNo(1);
+
+/// First node id of the range given to a second incarnation of a backing
+/// inode number still held by the kernel (see the module docs).
+pub const ALT_BASE: u64 = 1 << 62;
+
+/// Bytes of per-inode state in the table (the inode, its `Arc` header and
+/// its map slot), without the names of its links.
+pub const INODE_STATE_BYTES: usize = std::mem::size_of::<Inode>()
+    + 2 * std::mem::size_of::<usize>()
+    + std::mem::size_of::<(InodeNo, Arc<Inode>)>();
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Number of in-memory inodes alive in this process (all mounts): a test
+/// hook for the memory bound.
+pub fn live_inodes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
 
 /// What an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,13 +106,24 @@ pub struct Link {
     pub name: BackingName,
 }
 
+/// What identifies a backing object: where it lives, what it is and, for
+/// encrypted objects with a readable header, its context (random nonce).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ident {
+    /// Backing device (`st_dev`).
+    pub dev: u64,
+    /// Backing inode number (`st_ino`).
+    pub ino: u64,
+    /// What it is.
+    pub kind: Kind,
+    /// Files, directories, symlinks: the stored context, `None` if it could
+    /// not be read (a damaged object) or for special files.
+    pub context: Option<[u8; CONTEXT_SIZE]>,
+}
+
 /// In-memory state of a regular file, guarded by the inode's `RwLock`.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct FileState {
-    /// Whether `context`/`size` were read from the header.
-    pub loaded: bool,
-    /// The file's context (from the header).
-    pub context: [u8; CONTEXT_SIZE],
     /// Plaintext size in bytes (mirrors the header).
     pub size: u64,
     /// The backing file while handles are open (shared by all handles).
@@ -68,19 +132,8 @@ pub struct FileState {
     pub fd_writable: bool,
     /// Number of open handles.
     pub opens: u32,
-}
-
-impl Default for FileState {
-    fn default() -> FileState {
-        FileState {
-            loaded: false,
-            context: [0u8; CONTEXT_SIZE],
-            size: 0,
-            fd: None,
-            fd_writable: false,
-            opens: 0,
-        }
-    }
+    /// The contents key while handles are open (dropped with the last one).
+    pub crypt: Option<NodeCrypt>,
 }
 
 /// An in-memory inode.
@@ -91,6 +144,8 @@ pub struct Inode {
     pub backing_ino: u64,
     /// What it is.
     pub kind: Kind,
+    /// The identity it was looked up with.
+    pub ident: Ident,
     /// Kernel lookup count.
     nlookup: AtomicU64,
     /// Names of this inode known to us (one for directories; several for hard
@@ -99,8 +154,13 @@ pub struct Inode {
     /// Directories: an `O_RDONLY|O_DIRECTORY` fd of the backing directory,
     /// which follows renames of the directory and its ancestors.
     pub dir_fd: Option<OwnedFd>,
-    /// Cached crypto state (directories: names; files: contents; symlinks: target).
+    /// Directories: the cached name key.
     pub crypt: OnceLock<NodeCrypt>,
+    /// Files whose last name was unlinked or renamed over through the mount
+    /// while the kernel still holds them: an `O_PATH` fd that keeps the
+    /// backing object reachable (as the kernel's inode stays usable on a
+    /// local file system) until the kernel forgets the inode.
+    pub orphan: Mutex<Option<OwnedFd>>,
     /// Cached plaintext symlink target length (for `st_size`).
     pub symlink_size: OnceLock<u64>,
     /// Regular files: contents state.
@@ -117,31 +177,61 @@ impl std::fmt::Debug for Inode {
     }
 }
 
+impl Drop for Inode {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Inode {
-    /// A new inode with no lookups yet.
+    /// A new inode with no lookups yet; `size` is a file's plaintext size.
     pub fn new(
         ino: InodeNo,
-        backing_ino: u64,
-        kind: Kind,
+        ident: Ident,
         dir_fd: Option<OwnedFd>,
         link: Option<Link>,
+        size: u64,
     ) -> Inode {
+        LIVE.fetch_add(1, Ordering::Relaxed);
         Inode {
             ino,
-            backing_ino,
-            kind,
+            backing_ino: ident.ino,
+            kind: ident.kind,
+            ident,
             nlookup: AtomicU64::new(0),
             links: Mutex::new(link.into_iter().collect()),
             dir_fd,
             crypt: OnceLock::new(),
+            orphan: Mutex::new(None),
             symlink_size: OnceLock::new(),
-            file: RwLock::new(FileState::default()),
+            file: RwLock::new(FileState {
+                size,
+                ..FileState::default()
+            }),
         }
+    }
+
+    /// The stored context this inode was looked up with.
+    pub fn context(&self) -> Option<[u8; CONTEXT_SIZE]> {
+        self.ident.context
     }
 
     /// The first known link (where to find this inode in the backing store).
     pub fn first_link(&self) -> Option<Link> {
         self.links.lock().ok()?.first().cloned()
+    }
+
+    /// All known links.
+    pub fn links(&self) -> Vec<Link> {
+        self.links.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Whether `parent`/`name` is a known link.
+    pub fn has_link(&self, parent: InodeNo, name: &BackingName) -> bool {
+        self.links
+            .lock()
+            .map(|l| l.iter().any(|k| k.parent.ino == parent && k.name == *name))
+            .unwrap_or(false)
     }
 
     /// Adds a link unless already known.
@@ -174,14 +264,50 @@ impl Inode {
     pub fn is_open(&self) -> bool {
         self.file.read().map(|f| f.opens > 0).unwrap_or(false)
     }
+
+    /// Whether a freshly looked-up object with identity `id` is this inode.
+    fn is(&self, id: &Ident) -> bool {
+        if self.ident.dev != id.dev || self.ident.ino != id.ino || self.kind != id.kind {
+            return false;
+        }
+        match (self.ident.context, id.context) {
+            // A random 16-byte nonce: equal contexts are the same object.
+            (Some(a), Some(b)) => a == b,
+            (None, None) => !self.unlinked() || self.is_open(),
+            _ => false,
+        }
+    }
+}
+
+struct Map {
+    by_no: HashMap<InodeNo, Arc<Inode>>,
+    /// Backing inode numbers with entries in the high range.
+    alts: HashMap<u64, Vec<InodeNo>>,
+    next_alt: u64,
+}
+
+impl Map {
+    fn candidates(&self, primary: InodeNo, backing: u64) -> impl Iterator<Item = &Arc<Inode>> {
+        std::iter::once(primary)
+            .chain(self.alts.get(&backing).into_iter().flatten().copied())
+            .filter_map(|n| self.by_no.get(&n))
+            .filter(move |i| i.backing_ino == backing)
+    }
 }
 
 /// The table of inodes the kernel knows.
-#[derive(Debug)]
 pub struct InodeTable {
-    map: RwLock<HashMap<InodeNo, Arc<Inode>>>,
+    map: RwLock<Map>,
     /// Backing inode number of the root directory.
     root_backing: u64,
+}
+
+impl std::fmt::Debug for InodeTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InodeTable")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl InodeTable {
@@ -189,15 +315,38 @@ impl InodeTable {
     pub fn new(root: Inode) -> InodeTable {
         let root_backing = root.backing_ino;
         root.nlookup.store(1, Ordering::Relaxed);
-        let mut map = HashMap::new();
-        map.insert(ROOT, Arc::new(root));
+        let mut by_no = HashMap::new();
+        by_no.insert(ROOT, Arc::new(root));
         InodeTable {
-            map: RwLock::new(map),
+            map: RwLock::new(Map {
+                by_no,
+                alts: HashMap::new(),
+                next_alt: ALT_BASE,
+            }),
             root_backing,
         }
     }
 
-    /// The FUSE inode number of a backing inode number (root ↔ 1 swapped).
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Map> {
+        match self.map.read() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Map> {
+        match self.map.write() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Number of inodes in the table (the root included).
+    pub(crate) fn len(&self) -> usize {
+        self.read().by_no.len()
+    }
+
+    /// The plain FUSE node id of a backing inode number (root ↔ 1 swapped).
     pub fn fuse_ino(&self, backing: u64) -> InodeNo {
         if backing == self.root_backing {
             ROOT
@@ -210,36 +359,50 @@ impl InodeTable {
 
     /// The inode with this number, if the kernel knows it.
     pub fn get(&self, ino: InodeNo) -> Option<Arc<Inode>> {
-        self.map.read().ok()?.get(&ino).cloned()
+        self.read().by_no.get(&ino).cloned()
     }
 
-    /// Records one kernel lookup of `ino`: returns the known inode if it is
-    /// still the same object (same kind, still linked or open), else installs
-    /// the one built by `make` (keeping the kernel's lookup count).
+    /// Every inode in the table with backing inode number `backing`.
+    pub fn with_backing(&self, backing: u64) -> Vec<Arc<Inode>> {
+        let m = self.read();
+        m.candidates(self.fuse_ino(backing), backing)
+            .cloned()
+            .collect()
+    }
+
+    /// Records one kernel lookup of the object with identity `id`: returns
+    /// the known inode if it is that object, else installs a new one built by
+    /// `make` with a node id of its own (the plain one if free, else one of
+    /// the high range), so that two incarnations never share an entry.
     pub fn lookup_or_insert<E>(
         &self,
-        ino: InodeNo,
-        kind: Kind,
-        make: impl FnOnce() -> Result<Inode, E>,
+        id: Ident,
+        make: impl FnOnce(InodeNo) -> Result<Inode, E>,
     ) -> Result<Arc<Inode>, E> {
-        if let Some(existing) = self.get(ino)
-            && existing.kind == kind
-            && (ino == ROOT || !existing.unlinked() || existing.is_open())
+        let primary = self.fuse_ino(id.ino);
         {
-            existing.nlookup.fetch_add(1, Ordering::Relaxed);
-            return Ok(existing);
+            let m = self.read();
+            if let Some(existing) = m.candidates(primary, id.ino).find(|i| i.is(&id)) {
+                existing.nlookup.fetch_add(1, Ordering::Relaxed);
+                return Ok(existing.clone());
+            }
         }
-        let fresh = Arc::new(make()?);
-        let mut map = match self.map.write() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
+        let mut m = self.write();
+        if let Some(existing) = m.candidates(primary, id.ino).find(|i| i.is(&id)) {
+            existing.nlookup.fetch_add(1, Ordering::Relaxed);
+            return Ok(existing.clone());
+        }
+        let no = if primary != ROOT && !m.by_no.contains_key(&primary) {
+            primary
+        } else {
+            let n = InodeNo(m.next_alt);
+            m.next_alt += 1;
+            m.alts.entry(id.ino).or_default().push(n);
+            n
         };
-        let carried = map
-            .get(&ino)
-            .map(|old| old.nlookup.load(Ordering::Relaxed))
-            .unwrap_or(0);
-        fresh.nlookup.store(carried + 1, Ordering::Relaxed);
-        map.insert(ino, fresh.clone());
+        let fresh = Arc::new(make(no)?);
+        fresh.nlookup.store(1, Ordering::Relaxed);
+        m.by_no.insert(no, fresh.clone());
         Ok(fresh)
     }
 
@@ -248,16 +411,23 @@ impl InodeTable {
         if ino == ROOT {
             return;
         }
-        let mut map = match self.map.write() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
+        let mut m = self.write();
+        let Some(i) = m.by_no.get(&ino) else {
+            return;
         };
-        if let Some(i) = map.get(&ino) {
-            let prev = i.nlookup.load(Ordering::Relaxed);
-            let now = prev.saturating_sub(n);
-            i.nlookup.store(now, Ordering::Relaxed);
-            if now == 0 {
-                map.remove(&ino);
+        let prev = i.nlookup.load(Ordering::Relaxed);
+        let now = prev.saturating_sub(n);
+        i.nlookup.store(now, Ordering::Relaxed);
+        if now == 0 {
+            let backing = i.backing_ino;
+            m.by_no.remove(&ino);
+            if ino.0 >= ALT_BASE
+                && let Some(v) = m.alts.get_mut(&backing)
+            {
+                v.retain(|x| *x != ino);
+                if v.is_empty() {
+                    m.alts.remove(&backing);
+                }
             }
         }
     }

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 pub use crate::error::{Corruption, Error, Result, WrongType};
 pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime, create_root};
 pub use crate::handles::FileHandle;
-pub use crate::inodes::{InodeNo, Kind, ROOT};
+pub use crate::inodes::{INODE_STATE_BYTES, InodeNo, Kind, ROOT, live_inodes};
 
 /// How to mount a vault.
 pub struct MountConfig {

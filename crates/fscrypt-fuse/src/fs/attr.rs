@@ -4,12 +4,12 @@ use std::ffi::OsStr;
 use std::time::UNIX_EPOCH;
 
 use fuser::FileAttr;
-use rustix::fs::{AtFlags, Mode, Timespec, Timestamps};
+use rustix::fs::{Timespec, Timestamps};
 
 use crate::error::{Error, Result, WrongType};
 use crate::inodes::{InodeNo, Kind};
 
-use super::{EncryptedFs, Loc, SetAttr, SetTime, sys};
+use super::{EncryptedFs, SetAttr, SetTime};
 
 impl EncryptedFs {
     /// Looks up `name` in `parent` (one kernel lookup is recorded).
@@ -62,32 +62,10 @@ impl EncryptedFs {
         if a.uid.is_some() || a.gid.is_some() {
             let uid = a.uid.map(rustix::fs::Uid::from_raw);
             let gid = a.gid.map(rustix::fs::Gid::from_raw);
-            match &loc {
-                Loc::Fd(f) => rustix::fs::fchown(f, uid, gid),
-                Loc::DirFd(d) => rustix::fs::fchown(self.dir_fd(d)?, uid, gid),
-                Loc::At(l) => rustix::fs::chownat(
-                    self.dir_fd(&l.parent)?,
-                    l.name.name.as_str(),
-                    uid,
-                    gid,
-                    AtFlags::SYMLINK_NOFOLLOW,
-                ),
-            }
-            .map_err(sys)?;
+            self.chown_loc(&loc, uid, gid)?;
         }
         if let Some(mode) = a.mode {
-            let m = Mode::from_raw_mode(mode & 0o7777);
-            match &loc {
-                Loc::Fd(f) => rustix::fs::fchmod(f, m),
-                Loc::DirFd(d) => rustix::fs::fchmod(self.dir_fd(d)?, m),
-                Loc::At(l) => rustix::fs::chmodat(
-                    self.dir_fd(&l.parent)?,
-                    l.name.name.as_str(),
-                    m,
-                    AtFlags::empty(),
-                ),
-            }
-            .map_err(sys)?;
+            self.chmod_loc(&loc, mode)?;
         }
         if let Some(size) = a.size {
             match inode.kind {
@@ -130,17 +108,7 @@ impl EncryptedFs {
                 last_access: conv(a.atime),
                 last_modification: conv(a.mtime),
             };
-            match &loc {
-                Loc::Fd(f) => rustix::fs::futimens(f, &ts),
-                Loc::DirFd(d) => rustix::fs::futimens(self.dir_fd(d)?, &ts),
-                Loc::At(l) => rustix::fs::utimensat(
-                    self.dir_fd(&l.parent)?,
-                    l.name.name.as_str(),
-                    &ts,
-                    AtFlags::SYMLINK_NOFOLLOW,
-                ),
-            }
-            .map_err(sys)?;
+            self.utimens_loc(&loc, &ts)?;
         }
         let st = self.stat_loc(&loc)?;
         self.attr_from(&inode, &st)
@@ -167,18 +135,7 @@ impl EncryptedFs {
         if mode == old {
             return Ok(());
         }
-        let m = Mode::from_raw_mode(mode);
-        match &loc {
-            Loc::Fd(f) => rustix::fs::fchmod(f, m),
-            Loc::DirFd(d) => rustix::fs::fchmod(self.dir_fd(d)?, m),
-            Loc::At(l) => rustix::fs::chmodat(
-                self.dir_fd(&l.parent)?,
-                l.name.name.as_str(),
-                m,
-                AtFlags::empty(),
-            ),
-        }
-        .map_err(sys)
+        self.chmod_loc(&loc, mode)
     }
 
     /// The target of a symlink (plaintext; no-key name on a locked mount).

@@ -1,24 +1,341 @@
-//! Backing objects: where an inode is, opening it, reading its header or
-//! symlink, building its attributes, owner and mode of new entries.
+//! Backing objects: opening them safely, proving that an object is the one
+//! an inode was looked up as, reading its header or symlink, building its
+//! attributes, owner and mode of new entries.
+//!
+//! The backing directory is untrusted input. Every open of a backing entry
+//! goes through [`open_entry`]: one path component, `openat2` with
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+//! RESOLVE_NO_XDEV` and `O_NOFOLLOW`, so no symlink (final component
+//! included), `..` or mount point is ever followed. Attribute changes act on
+//! the opened object: `f*` calls on real fds, `*at(fd, "", AT_EMPTY_PATH)`
+//! on `O_PATH` fds, or `/proc/self/fd/N` of an `O_PATH` fd of a verified
+//! non-symlink (a symlink's mode is never changed: EOPNOTSUPP, like lchmod).
+//! See `inodes.rs` for how identity is checked.
 
 use std::fs::File;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::UNIX_EPOCH;
 
 use fuser::FileAttr;
-use rustix::fs::{AtFlags, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
 
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
-use crate::inodes::{FileState, Inode, Kind, Link};
+use crate::inodes::{Ident, Inode, Kind, Link};
 use crate::layout::{
     self, BackingName, CONTEXT_SIZE, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
 };
 
 use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_system_time};
 
+/// Whether the kernel lacks `openat2` (then `openat` with `O_NOFOLLOW` and a
+/// device check stand in).
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+fn stale() -> Error {
+    Error::Sys(Errno::STALE)
+}
+
+/// Opens the backing entry `name` (one component) in `dir` without following
+/// any symlink or crossing any mount point; `O_CLOEXEC | O_NOFOLLOW` are
+/// always added. With `O_PATH` a final symlink gives an fd of the link.
+///
+/// # Errors
+/// `EINVAL` for a name that is not one component, `EXDEV` for a mount point,
+/// `ELOOP` for a symlink (without `O_PATH`), the usual open errors.
+pub(crate) fn open_entry(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(Error::InvalidName);
+    }
+    let flags = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let how = ResolveFlags::BENEATH
+            | ResolveFlags::NO_SYMLINKS
+            | ResolveFlags::NO_MAGICLINKS
+            | ResolveFlags::NO_XDEV;
+        // EAGAIN: a rename in the backing store raced the resolution; retry,
+        // and report a lasting race as a stale object.
+        for _ in 0..16 {
+            match rustix::fs::openat2(dir, name, flags, mode, how) {
+                Err(Errno::AGAIN) => continue,
+                Err(Errno::NOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    break;
+                }
+                r => return r.map_err(sys),
+            }
+        }
+        if !NO_OPENAT2.load(Ordering::Relaxed) {
+            return Err(stale());
+        }
+    }
+    let fd = rustix::fs::openat(dir, name, flags, mode).map_err(sys)?;
+    let (a, b) = (
+        rustix::fs::fstat(dir).map_err(sys)?,
+        rustix::fs::fstat(&fd).map_err(sys)?,
+    );
+    if a.st_dev != b.st_dev {
+        return Err(Error::Sys(Errno::XDEV));
+    }
+    Ok(fd)
+}
+
+/// `/proc/self/fd/N` of an fd (to reopen or act on an `O_PATH` fd).
+pub(crate) fn proc_path(fd: BorrowedFd<'_>) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// Reopens the object of an `O_PATH` fd of a regular file with `flags`.
+fn reopen(path: &OwnedFd, flags: OFlags) -> Result<File> {
+    let fd = rustix::fs::open(
+        proc_path(path.as_fd()).as_str(),
+        flags | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(sys)?;
+    Ok(File::from(fd))
+}
+
+/// A backing object proven to be a given inode's (or just looked up).
+pub(crate) struct Found {
+    /// An `O_PATH` fd of the object.
+    pub path: OwnedFd,
+    /// Its `fstat`.
+    pub st: Stat,
+    /// Regular files: the object opened for reading (or read-write).
+    pub file: Option<File>,
+    /// Symlinks: the stored target.
+    pub target: Option<Vec<u8>>,
+}
+
+/// What a lookup learned about a backing object.
+struct Probe {
+    ident: Ident,
+    size: u64,
+    dir_fd: Option<OwnedFd>,
+}
+
 impl EncryptedFs {
+    /// Reads and checks a regular file's header through `f`.
+    pub(super) fn read_file_header(&self, f: &File) -> Result<Header> {
+        let mut b = [0u8; HEADER_USED];
+        pread_full(f, &mut b, 0)?;
+        let len = rustix::fs::fstat(f).map_err(sys)?.st_size as u64;
+        if len < HEADER_USED as u64 {
+            return Err(Error::Corrupt(Corruption::ShortHeader));
+        }
+        let h = Header::parse(&b, HeaderKind::File)?;
+        self.keys.check_context(&h.context)?;
+        if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
+            return Err(Error::Corrupt(Corruption::BadLength));
+        }
+        Ok(h)
+    }
+
+    /// Reads and checks a directory's metadata context through its fd.
+    pub(super) fn read_dir_context(&self, fd: BorrowedFd<'_>) -> Result<[u8; CONTEXT_SIZE]> {
+        let meta =
+            open_entry(fd, layout::DIR_META_NAME, OFlags::RDONLY, Mode::empty()).map_err(|e| {
+                match e {
+                    Error::Sys(Errno::NOENT) => Error::Corrupt(Corruption::MissingDirMeta),
+                    e => e,
+                }
+            })?;
+        let f = File::from(meta);
+        let mut b = [0u8; HEADER_USED];
+        let mut n = 0;
+        while n < HEADER_USED {
+            match std::os::unix::fs::FileExt::read_at(&f, &mut b[n..], n as u64)? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        let h = Header::parse(&b[..n], HeaderKind::Directory)?;
+        self.keys.check_context(&h.context)?;
+        Ok(h.context)
+    }
+
+    /// Decodes a stored symlink target into context and blob.
+    fn decode_target(&self, target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
+        layout::decode_symlink(target).and_then(|(ctx, blob)| {
+            self.keys.check_context(&ctx)?;
+            Ok((ctx, blob))
+        })
+    }
+
+    /// Corruption becomes `None` (logged), other errors pass.
+    fn ctx_or_none(
+        &self,
+        parent: &Inode,
+        bname: &BackingName,
+        r: Result<([u8; CONTEXT_SIZE], u64)>,
+    ) -> Result<(Option<[u8; CONTEXT_SIZE]>, u64)> {
+        match self.note(parent, Some(&bname.name), r) {
+            Ok((c, s)) => Ok((Some(c), s)),
+            Err(e) if e.is_corruption() => Ok((None, 0)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Learns everything identifying about a just-opened entry.
+    fn probe(
+        &self,
+        parent: &Inode,
+        bname: &BackingName,
+        path: &OwnedFd,
+        st: &Stat,
+    ) -> Result<Probe> {
+        let kind = kind_of(st.st_mode);
+        let mut dir_fd = None;
+        let (context, size) = match kind {
+            Kind::File => {
+                let f = reopen(path, OFlags::RDONLY)?;
+                let r = self.read_file_header(&f).map(|h| (h.context, h.size));
+                self.ctx_or_none(parent, bname, r)?
+            }
+            Kind::Dir => {
+                let d = rustix::fs::openat(
+                    path,
+                    ".",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(sys)?;
+                let r = self.read_dir_context(d.as_fd()).map(|c| (c, 0));
+                dir_fd = Some(d);
+                self.ctx_or_none(parent, bname, r)?
+            }
+            Kind::Symlink => {
+                let t = rustix::fs::readlinkat(path, "", Vec::new()).map_err(sys)?;
+                let r = self.decode_target(t.as_bytes()).map(|(c, _)| (c, 0));
+                self.ctx_or_none(parent, bname, r)?
+            }
+            Kind::Special => (None, 0),
+        };
+        Ok(Probe {
+            ident: Ident {
+                dev: st.st_dev,
+                ino: st.st_ino,
+                kind,
+                context,
+            },
+            size,
+            dir_fd,
+        })
+    }
+
+    /// Finds `inode`'s backing object through its links, proving identity:
+    /// same device, inode number and type, and for files and symlinks the
+    /// same context as looked up. `write`: for regular files, open the
+    /// object read-write (`Some(true)`) or read-only (otherwise).
+    ///
+    /// # Errors
+    /// `ESTALE` if no link leads to the object any more; open errors.
+    pub(super) fn find(&self, inode: &Inode, write: Option<bool>) -> Result<Found> {
+        for l in inode.links() {
+            match self.try_link(inode, &l, write) {
+                Ok(Some(f)) => return Ok(f),
+                Ok(None) | Err(Error::Sys(Errno::NOENT)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let orphan = match inode.orphan.lock() {
+            Ok(o) => o.as_ref().map(|fd| fd.try_clone()),
+            Err(_) => None,
+        };
+        if let Some(fd) = orphan {
+            let fd = fd.map_err(Error::Io)?;
+            if let Some(f) = self.check_found(inode, fd, write)? {
+                return Ok(f);
+            }
+        }
+        Err(stale())
+    }
+
+    /// Before the last known name of a file goes (unlink, rename over):
+    /// an `O_PATH` fd of the object if `inode` is it, to keep it reachable.
+    pub(super) fn keep_reachable(&self, inode: &Inode, parent: &Inode, name: &BackingName) {
+        if inode.kind != Kind::File || inode.links().len() != 1 || !inode.has_link(parent.ino, name)
+        {
+            return;
+        }
+        let Some(l) = inode.first_link() else {
+            return;
+        };
+        if let Ok(Some(f)) = self.try_link(inode, &l, None)
+            && let Ok(mut o) = inode.orphan.lock()
+        {
+            *o = Some(f.path);
+        }
+    }
+
+    fn try_link(&self, inode: &Inode, l: &Link, write: Option<bool>) -> Result<Option<Found>> {
+        let path = open_entry(
+            self.dir_fd(&l.parent)?,
+            l.name.name.as_str(),
+            OFlags::PATH,
+            Mode::empty(),
+        )?;
+        self.check_found(inode, path, write)
+    }
+
+    /// Whether the object of the `O_PATH` fd `path` is `inode`'s (see `find`).
+    fn check_found(
+        &self,
+        inode: &Inode,
+        path: OwnedFd,
+        write: Option<bool>,
+    ) -> Result<Option<Found>> {
+        let st = rustix::fs::fstat(&path).map_err(sys)?;
+        let id = &inode.ident;
+        if st.st_dev != id.dev || st.st_ino != id.ino || kind_of(st.st_mode) != id.kind {
+            return Ok(None);
+        }
+        let mut found = Found {
+            path,
+            st,
+            file: None,
+            target: None,
+        };
+        match id.kind {
+            Kind::File => {
+                let flags = if write == Some(true) {
+                    OFlags::RDWR
+                } else {
+                    OFlags::RDONLY
+                };
+                let f = reopen(&found.path, flags)?;
+                if let Some(ctx) = id.context {
+                    match self.read_file_header(&f) {
+                        Ok(h) if h.context == ctx => {}
+                        _ => return Ok(None),
+                    }
+                }
+                found.file = Some(f);
+            }
+            Kind::Symlink => {
+                let t = rustix::fs::readlinkat(&found.path, "", Vec::new()).map_err(sys)?;
+                if let Some(ctx) = id.context {
+                    match self.decode_target(t.as_bytes()) {
+                        Ok((c, _)) if c == ctx => {}
+                        _ => return Ok(None),
+                    }
+                }
+                found.target = Some(t.into_bytes());
+            }
+            Kind::Dir | Kind::Special => {}
+        }
+        Ok(Some(found))
+    }
+
     pub(super) fn loc(&self, inode: &Arc<Inode>) -> Result<Loc> {
         if inode.kind == Kind::Dir {
             return Ok(Loc::DirFd(inode.clone()));
@@ -29,96 +346,98 @@ impl EncryptedFs {
         {
             return Ok(Loc::Fd(fd.clone()));
         }
-        inode.first_link().map(Loc::At).ok_or(Error::NotFound)
+        Ok(Loc::Path(self.find(inode, None)?))
     }
 
     pub(super) fn stat_loc(&self, loc: &Loc) -> Result<Stat> {
         match loc {
             Loc::Fd(f) => rustix::fs::fstat(f).map_err(sys),
             Loc::DirFd(d) => rustix::fs::fstat(self.dir_fd(d)?).map_err(sys),
-            Loc::At(l) => rustix::fs::statat(
-                self.dir_fd(&l.parent)?,
-                l.name.name.as_str(),
-                AtFlags::SYMLINK_NOFOLLOW,
-            )
-            .map_err(sys),
+            Loc::Path(f) => rustix::fs::fstat(&f.path).map_err(sys),
         }
     }
 
-    pub(super) fn open_link(&self, l: &Link, write: bool) -> Result<File> {
-        let mut flags = OFlags::CLOEXEC | OFlags::NOFOLLOW;
-        flags |= if write { OFlags::RDWR } else { OFlags::RDONLY };
-        let fd = rustix::fs::openat(
-            self.dir_fd(&l.parent)?,
-            l.name.name.as_str(),
-            flags,
-            Mode::empty(),
-        )
-        .map_err(sys)?;
-        Ok(File::from(fd))
+    /// The real fd behind a location, if it has one (files and directories).
+    pub(super) fn loc_fd<'a>(&self, loc: &'a Loc) -> Result<Option<BorrowedFd<'a>>> {
+        Ok(match loc {
+            Loc::Fd(f) => Some(f.as_fd()),
+            Loc::DirFd(d) => Some(self.dir_fd(d)?),
+            Loc::Path(f) => f.file.as_ref().map(|f| f.as_fd()),
+        })
     }
 
-    /// Loads a regular file's header into `st` if not loaded yet.
-    pub(super) fn load_file(&self, inode: &Arc<Inode>, st: &mut FileState) -> Result<()> {
-        if st.loaded {
-            return Ok(());
-        }
-        let r = (|| {
-            let tmp;
-            let f: &File = match &st.fd {
-                Some(f) => f,
-                None => {
-                    let l = inode.first_link().ok_or(Error::NotFound)?;
-                    tmp = self.open_link(&l, false)?;
-                    &tmp
-                }
-            };
-            let mut b = [0u8; HEADER_USED];
-            pread_full(f, &mut b, 0)?;
-            let len = f.metadata()?.len();
-            if len < HEADER_USED as u64 {
-                return Err(Error::Corrupt(Corruption::ShortHeader));
+    /// Changes owner and/or group of the object at `loc` (never a symlink's target).
+    pub(super) fn chown_loc(
+        &self,
+        loc: &Loc,
+        uid: Option<rustix::fs::Uid>,
+        gid: Option<rustix::fs::Gid>,
+    ) -> Result<()> {
+        match (self.loc_fd(loc)?, loc) {
+            (Some(fd), _) => rustix::fs::fchown(fd, uid, gid).map_err(sys),
+            (None, Loc::Path(f)) => {
+                rustix::fs::chownat(&f.path, "", uid, gid, AtFlags::EMPTY_PATH).map_err(sys)
             }
-            let h = Header::parse(&b, HeaderKind::File)?;
-            self.keys.check_context(&h.context)?;
-            if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
-                return Err(Error::Corrupt(Corruption::BadLength));
-            }
-            Ok(h)
-        })();
-        let h = self.note(inode, None, r)?;
-        st.context = h.context;
-        st.size = h.size;
-        st.loaded = true;
-        Ok(())
+            (None, _) => Err(stale()),
+        }
     }
 
-    pub(super) fn file_crypt(&self, inode: &Inode, ctx: &[u8; CONTEXT_SIZE]) -> Result<NodeCrypt> {
-        if let Some(c) = inode.crypt.get() {
-            return Ok(c.clone());
+    /// Changes the mode of the object at `loc`; EOPNOTSUPP for symlinks.
+    pub(super) fn chmod_loc(&self, loc: &Loc, mode: u32) -> Result<()> {
+        let m = Mode::from_raw_mode(mode & 0o7777);
+        match (self.loc_fd(loc)?, loc) {
+            (Some(fd), _) => rustix::fs::fchmod(fd, m).map_err(sys),
+            (None, Loc::Path(f)) => chmod_path_fd(&f.path, &f.st, m),
+            (None, _) => Err(stale()),
         }
+    }
+
+    /// Sets the times of the object at `loc` (never a symlink's target).
+    pub(super) fn utimens_loc(&self, loc: &Loc, ts: &rustix::fs::Timestamps) -> Result<()> {
+        match (self.loc_fd(loc)?, loc) {
+            (Some(fd), _) => rustix::fs::futimens(fd, ts).map_err(sys),
+            (None, Loc::Path(f)) => {
+                rustix::fs::utimensat(&f.path, "", ts, AtFlags::EMPTY_PATH).map_err(sys)
+            }
+            (None, _) => Err(stale()),
+        }
+    }
+
+    /// Builds a file's contents key (not cached: it lives in the open
+    /// file's state only while handles are open).
+    pub(super) fn file_crypt(&self, inode: &Inode) -> Result<NodeCrypt> {
         self.need_key()?;
-        let c = self.note(
+        let ctx = self.file_context(inode)?;
+        self.note(
             inode,
             None,
-            self.keys.node_crypt(ctx, NodeKind::File, inode.backing_ino),
-        )?;
-        let _ = inode.crypt.set(c.clone());
-        Ok(c)
+            self.keys
+                .node_crypt(&ctx, NodeKind::File, inode.backing_ino),
+        )
+    }
+
+    /// A file's context, or its corruption error (re-read for the reason).
+    pub(super) fn file_context(&self, inode: &Inode) -> Result<[u8; CONTEXT_SIZE]> {
+        if let Some(c) = inode.context() {
+            return Ok(c);
+        }
+        let f = self.find(inode, None)?;
+        let r = match &f.file {
+            Some(file) => self.read_file_header(file).map(|_| ()),
+            None => Err(Error::Corrupt(Corruption::ShortHeader)),
+        };
+        self.note(inode, None, r)?;
+        // Readable now but not when looked up: let the kernel look it up again.
+        Err(stale())
     }
 
     pub(super) fn symlink_parts(
         &self,
         inode: &Arc<Inode>,
     ) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
-        let l = inode.first_link().ok_or(Error::NotFound)?;
-        let target =
-            rustix::fs::readlinkat(self.dir_fd(&l.parent)?, l.name.name.as_str(), Vec::new())
-                .map_err(sys)?;
-        let r = layout::decode_symlink(target.as_bytes()).and_then(|(ctx, blob)| {
-            self.keys.check_context(&ctx)?;
-            Ok((ctx, blob))
-        });
+        let f = self.find(inode, None)?;
+        let t = f.target.unwrap_or_default();
+        let r = self.decode_target(&t);
         self.note(inode, None, r)
     }
 
@@ -137,19 +456,14 @@ impl EncryptedFs {
             }
             return Ok(crate::crypt::nokey_name(&blob[2..2 + len]).into_bytes());
         }
-        let crypt = match inode.crypt.get() {
-            Some(c) => c.clone(),
-            None => {
-                let c = self.note(
-                    inode,
-                    None,
-                    self.keys
-                        .node_crypt(&ctx, NodeKind::Symlink, inode.backing_ino),
-                )?;
-                let _ = inode.crypt.set(c.clone());
-                c
-            }
-        };
+        // The key is built per readlink and dropped: symlinks are small and
+        // rarely read, and a cached key would cost kilobytes per inode.
+        let crypt = self.note(
+            inode,
+            None,
+            self.keys
+                .node_crypt(&ctx, NodeKind::Symlink, inode.backing_ino),
+        )?;
         let r = crypt
             .decrypt_symlink(&blob)
             .map_err(|_| Error::Corrupt(Corruption::BadSymlink));
@@ -161,14 +475,10 @@ impl EncryptedFs {
         let size = match inode.kind {
             // A damaged header or symlink still stats (size 0), so that the
             // object can be listed, renamed and deleted; reading it gives EIO.
-            Kind::File => {
-                let mut fs = inode.file.write().map_err(|_| Error::NotFound)?;
-                match self.load_file(inode, &mut fs) {
-                    Ok(()) => fs.size,
-                    Err(e) if e.is_corruption() => 0,
-                    Err(e) => return Err(e),
-                }
-            }
+            Kind::File => match inode.context() {
+                Some(_) => inode.file.read().map_err(|_| Error::NotFound)?.size,
+                None => 0,
+            },
             Kind::Symlink => match inode.symlink_size.get() {
                 Some(s) => *s,
                 None => match self.symlink_target(inode) {
@@ -209,37 +519,126 @@ impl EncryptedFs {
     }
 
     /// Looks up the backing entry `bname` in `parent` and registers one kernel
-    /// lookup of it.
+    /// lookup of it. The entry is opened once (`O_PATH`, nothing followed);
+    /// its identity, header or target all come through that one fd.
     pub(super) fn lookup_backing(
         &self,
         parent: &Arc<Inode>,
         bname: &BackingName,
     ) -> Result<(Arc<Inode>, Stat)> {
         let pfd = self.dir_fd(parent)?;
-        let st =
-            rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
-        let kind = kind_of(st.st_mode);
-        let ino = self.inodes.fuse_ino(st.st_ino);
-        let inode = self
-            .inodes
-            .lookup_or_insert(ino, kind, || -> Result<Inode> {
-                let dir_fd = if kind == Kind::Dir {
-                    Some(
-                        rustix::fs::openat(
-                            pfd,
-                            bname.name.as_str(),
-                            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                            Mode::empty(),
-                        )
-                        .map_err(sys)?,
-                    )
-                } else {
-                    None
-                };
-                Ok(Inode::new(ino, st.st_ino, kind, dir_fd, None))
-            })?;
+        let path = match open_entry(pfd, bname.name.as_str(), OFlags::PATH, Mode::empty()) {
+            Err(Error::Sys(Errno::XDEV)) => {
+                let mut p = self.backing_path(parent);
+                p.push(&bname.name);
+                log::error!(
+                    "fscrypt-fuse: backing entry {} is a mount point; not entering it",
+                    p.display()
+                );
+                return Err(Error::Sys(Errno::XDEV));
+            }
+            r => r?,
+        };
+        let st = rustix::fs::fstat(&path).map_err(sys)?;
+        let probe = self.probe(parent, bname, &path, &st)?;
+        let Probe {
+            ident,
+            size,
+            dir_fd,
+        } = probe;
+        let inode = self.inodes.lookup_or_insert(ident, |no| -> Result<Inode> {
+            Ok(Inode::new(no, ident, dir_fd, None, size))
+        })?;
         inode.add_link(parent, bname);
         Ok((inode, st))
+    }
+
+    /// Registers a regular file just created through `file` (header with
+    /// `ctx` written, size 0) as `parent`/`bname`, opened once read-write.
+    pub(super) fn register_created_file(
+        &self,
+        parent: &Arc<Inode>,
+        bname: &BackingName,
+        file: File,
+        st: &Stat,
+        ctx: [u8; CONTEXT_SIZE],
+    ) -> Result<Arc<Inode>> {
+        let ident = Ident {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            kind: Kind::File,
+            context: Some(ctx),
+        };
+        let inode = self.inodes.lookup_or_insert(ident, |no| -> Result<Inode> {
+            Ok(Inode::new(no, ident, None, None, 0))
+        })?;
+        inode.add_link(parent, bname);
+        let crypt = self.file_crypt(&inode)?;
+        let mut fs = inode.file.write().map_err(|_| Error::NotFound)?;
+        fs.size = 0;
+        fs.fd = Some(Arc::new(file));
+        fs.fd_writable = true;
+        fs.opens += 1;
+        fs.crypt = Some(crypt);
+        drop(fs);
+        Ok(inode)
+    }
+
+    /// Registers a directory just created (fd `dfd`, `fstat` `st`) as
+    /// `parent`/`bname`.
+    pub(super) fn register_dir(
+        &self,
+        parent: &Arc<Inode>,
+        bname: &BackingName,
+        dfd: OwnedFd,
+        st: &Stat,
+    ) -> Result<Arc<Inode>> {
+        let ctx = self.read_dir_context(dfd.as_fd())?;
+        let ident = Ident {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            kind: Kind::Dir,
+            context: Some(ctx),
+        };
+        let inode = self.inodes.lookup_or_insert(ident, |no| -> Result<Inode> {
+            Ok(Inode::new(no, ident, Some(dfd), None, 0))
+        })?;
+        inode.add_link(parent, bname);
+        Ok(inode)
+    }
+
+    /// Sets the mode of the entry `name` of `dir` just created (never
+    /// following a symlink planted under that name).
+    pub(super) fn chmod_entry(&self, dir: BorrowedFd<'_>, name: &str, mode: u32) -> Result<()> {
+        let path = open_entry(dir, name, OFlags::PATH, Mode::empty())?;
+        let st = rustix::fs::fstat(&path).map_err(sys)?;
+        chmod_path_fd(&path, &st, Mode::from_raw_mode(mode & 0o7777))
+    }
+
+    /// Creates the hard link `newparent`/`bname` of `inode`'s object (found
+    /// and verified first, then linked by fd, not by name).
+    pub(super) fn link_backing(
+        &self,
+        inode: &Inode,
+        newparent: &Inode,
+        bname: &BackingName,
+    ) -> Result<()> {
+        let f = self.find(inode, None)?;
+        let npfd = self.dir_fd(newparent)?;
+        match rustix::fs::linkat(&f.path, "", npfd, bname.name.as_str(), AtFlags::EMPTY_PATH) {
+            // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; unprivileged daemons
+            // link through the magic link (never of a symlink: that could
+            // resolve further).
+            Err(Errno::NOENT) if inode.kind != Kind::Symlink => rustix::fs::linkat(
+                rustix::fs::CWD,
+                proc_path(f.path.as_fd()).as_str(),
+                npfd,
+                bname.name.as_str(),
+                AtFlags::SYMLINK_FOLLOW,
+            )
+            .map_err(sys),
+            r => r.map_err(sys),
+        }
     }
 
     pub(super) fn set_owner_mode(
@@ -286,4 +685,15 @@ impl EncryptedFs {
             Ok((caller.gid, false))
         }
     }
+}
+
+/// chmod of the object of an `O_PATH` fd (`st` its fstat): through
+/// `/proc/self/fd/N`, which resolves to the object itself; refused for
+/// symlinks (the magic link of a symlink's fd would reach the link, and
+/// Linux has no symlink modes: EOPNOTSUPP as lchmod).
+fn chmod_path_fd(path: &OwnedFd, st: &Stat, m: Mode) -> Result<()> {
+    if kind_of(st.st_mode) == Kind::Symlink {
+        return Err(Error::NotSupported);
+    }
+    rustix::fs::chmod(proc_path(path.as_fd()).as_str(), m).map_err(sys)
 }

@@ -33,27 +33,34 @@ impl EncryptedFs {
         }
         {
             let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
-            self.load_file(&inode, &mut st)?;
-            self.file_crypt(&inode, &st.context)?;
             if st.fd.is_none() || (write && !st.fd_writable) {
-                let l = inode.first_link().ok_or(Error::NotFound)?;
+                // Reopened through a link and proven to be this inode's
+                // object (never whatever sits under the name now).
                 let want_rw = !self.opts.read_only;
-                let f = match self.open_link(&l, want_rw) {
+                let (f, rw) = match self.find(&inode, Some(want_rw)) {
                     Ok(f) => (f, want_rw),
-                    Err(_) if !write => (self.open_link(&l, false)?, false),
+                    Err(Error::Sys(rustix::io::Errno::ACCESS | rustix::io::Errno::ROFS))
+                        if !write && want_rw =>
+                    {
+                        (self.find(&inode, Some(false))?, false)
+                    }
                     Err(e) => return Err(e),
                 };
-                if f.1 {
+                let f = f.file.ok_or(Error::Sys(rustix::io::Errno::STALE))?;
+                if rw {
                     // Repair after a crash: nothing may be stored past the
                     // units that cover the size (spec of the format doc).
-                    let len = f.0.metadata()?.len();
+                    let len = f.metadata()?.len();
                     let want = layout::backing_len_for(st.size, self.du);
                     if len > want {
-                        f.0.set_len(want)?;
+                        f.set_len(want)?;
                     }
                 }
-                st.fd = Some(Arc::new(f.0));
-                st.fd_writable = f.1;
+                st.fd = Some(Arc::new(f));
+                st.fd_writable = rw;
+            }
+            if st.crypt.is_none() {
+                st.crypt = Some(self.file_crypt(&inode)?);
             }
             st.opens += 1;
         }
@@ -115,7 +122,10 @@ impl EncryptedFs {
         let (inode, _, _) = self.file_handle(fh)?;
         let st = inode.file.read().map_err(|_| Error::NotFound)?;
         let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
-        let crypt = self.file_crypt(&inode, &st.context)?;
+        let crypt = st
+            .crypt
+            .clone()
+            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
         if offset >= st.size || size == 0 {
             return Ok(0..0);
         }
@@ -152,10 +162,10 @@ impl EncryptedFs {
         Ok(start..start + (end - offset) as usize)
     }
 
-    pub(super) fn write_size(&self, f: &File, st: &FileState) -> Result<()> {
+    pub(super) fn write_size(&self, inode: &Inode, f: &File, st: &FileState) -> Result<()> {
         let h = Header {
             kind: HeaderKind::File,
-            context: st.context,
+            context: self.file_context(inode)?,
             size: st.size,
         };
         f.write_all_at(&h.size_update_bytes(), 56)?;
@@ -207,7 +217,10 @@ impl EncryptedFs {
         }
         let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
         let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
-        let crypt = self.file_crypt(&inode, &st.context)?;
+        let crypt = st
+            .crypt
+            .clone()
+            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
         let offset = if append { st.size } else { offset };
         let du = self.du;
         let end = offset
@@ -254,7 +267,7 @@ impl EncryptedFs {
         })?;
         if end > old {
             st.size = end;
-            self.write_size(&f, &st)?;
+            self.write_size(&inode, &f, &st)?;
         }
         Ok(data.len() as u32)
     }
@@ -266,14 +279,17 @@ impl EncryptedFs {
             return Err(Error::Sys(rustix::io::Errno::FBIG));
         }
         let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
-        self.load_file(inode, &mut st)?;
-        let crypt = self.file_crypt(inode, &st.context)?;
+        let crypt = match &st.crypt {
+            Some(c) => c.clone(),
+            None => self.file_crypt(inode)?,
+        };
         let f: Arc<File> = match (&st.fd, st.fd_writable) {
             (Some(f), true) => f.clone(),
-            _ => {
-                let l = inode.first_link().ok_or(Error::NotFound)?;
-                Arc::new(self.open_link(&l, true)?)
-            }
+            _ => Arc::new(
+                self.find(inode, Some(true))?
+                    .file
+                    .ok_or(Error::Sys(rustix::io::Errno::STALE))?,
+            ),
         };
         let du = self.du;
         let old = st.size;
@@ -304,7 +320,7 @@ impl EncryptedFs {
             return Ok(());
         }
         st.size = size;
-        self.write_size(&f, &st)
+        self.write_size(inode, &f, &st)
     }
 
     /// Allocates (mode 0: grows the size like truncate; KEEP_SIZE: no-op).
@@ -362,6 +378,7 @@ impl EncryptedFs {
                 st.opens = st.opens.saturating_sub(1);
                 if st.opens == 0 {
                     st.fd = None;
+                    st.crypt = None;
                 }
                 Ok(())
             }

@@ -78,13 +78,7 @@ impl EncryptedFs {
             AtFlags::SYMLINK_NOFOLLOW,
         )
         .map_err(sys)?;
-        rustix::fs::chmodat(
-            pfd,
-            bname.name.as_str(),
-            Mode::from_raw_mode(mode & 0o7777),
-            AtFlags::empty(),
-        )
-        .map_err(sys)?;
+        self.chmod_entry(pfd, bname.name.as_str(), mode)?;
         Ok(self.finish_create(&p, &bname)?.1)
     }
 
@@ -165,13 +159,7 @@ impl EncryptedFs {
             return Err(e);
         }
         let st = rustix::fs::fstat(&dfd).map_err(sys)?;
-        let ino = self.inodes.fuse_ino(st.st_ino);
-        let inode = self
-            .inodes
-            .lookup_or_insert(ino, Kind::Dir, || -> Result<Inode> {
-                Ok(Inode::new(ino, st.st_ino, Kind::Dir, Some(dfd), None))
-            })?;
-        inode.add_link(&p, &bname);
+        let inode = self.register_dir(&p, &bname, dfd, &st)?;
         self.attr_from(&inode, &st)
     }
 
@@ -214,7 +202,6 @@ impl EncryptedFs {
         let (gid, _) = self.new_gid(&p, caller)?;
         self.set_owner_mode(pfd, caller, gid, 0o777, Some(bname.name.as_str()))?;
         let (inode, st) = self.lookup_backing(&p, &bname)?;
-        let _ = inode.crypt.set(crypt);
         let _ = inode.symlink_size.set(target.len() as u64);
         self.attr_from(&inode, &st)
     }
@@ -277,22 +264,7 @@ impl EncryptedFs {
                 return Err(e);
             }
         };
-        let ino = self.inodes.fuse_ino(st.st_ino);
-        let inode = self
-            .inodes
-            .lookup_or_insert(ino, Kind::File, || -> Result<Inode> {
-                Ok(Inode::new(ino, st.st_ino, Kind::File, None, None))
-            })?;
-        inode.add_link(&p, &bname);
-        {
-            let mut fs = inode.file.write().map_err(|_| Error::NotFound)?;
-            fs.loaded = true;
-            fs.context = ctx;
-            fs.size = 0;
-            fs.fd = Some(Arc::new(file));
-            fs.fd_writable = true;
-            fs.opens += 1;
-        }
+        let inode = self.register_created_file(&p, &bname, file, &st, ctx)?;
         let attr = self.attr_from(&inode, &st)?;
         let acc = flags & libc::O_ACCMODE;
         let fh = self.handles.insert(Handle::File {
@@ -315,19 +287,12 @@ impl EncryptedFs {
             return Err(Error::Sys(rustix::io::Errno::PERM));
         }
         let np = self.inode(newparent)?;
-        let src = inode.first_link().ok_or(Error::NotFound)?;
         let bname = self.name_for_create(&np, newname)?;
-        if let Err(e) = rustix::fs::linkat(
-            self.dir_fd(&src.parent)?,
-            src.name.name.as_str(),
-            self.dir_fd(&np)?,
-            bname.name.as_str(),
-            AtFlags::empty(),
-        ) {
-            if e != rustix::io::Errno::EXIST {
+        if let Err(e) = self.link_backing(&inode, &np, &bname) {
+            if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
                 self.remove_side_file(&np, &bname);
             }
-            return Err(sys(e));
+            return Err(e);
         }
         Ok(self.finish_create(&np, &bname)?.1)
     }

@@ -37,7 +37,7 @@ use rustix::fs::{Mode, OFlags};
 use crate::crypt::Keys;
 use crate::error::{Error, Result, WrongType};
 use crate::handles::HandleTable;
-use crate::inodes::{Inode, InodeNo, InodeTable, Kind, Link, ROOT};
+use crate::inodes::{Ident, Inode, InodeNo, InodeTable, Kind, ROOT};
 use crate::layout::{DIR_META_NAME, Header, HeaderKind, NAME_MAX};
 
 /// Who is calling (from the FUSE request): owner of created entries.
@@ -103,11 +103,12 @@ pub struct FsOptions {
     pub read_only: bool,
 }
 
-/// Where an inode's backing object is: an fd of it, or (dir fd, name).
+/// Where an inode's backing object is: the open file's fd, the directory's
+/// fd, or an `O_PATH` fd of the object found (and verified) through a link.
 enum Loc {
     Fd(Arc<File>),
     DirFd(Arc<Inode>),
-    At(Link),
+    Path(backing::Found),
 }
 
 thread_local! {
@@ -225,7 +226,14 @@ impl EncryptedFs {
         )
         .map_err(sys)?;
         let st = rustix::fs::fstat(&fd).map_err(sys)?;
-        let root = Inode::new(ROOT, st.st_ino, Kind::Dir, Some(fd), None);
+        // The root's context is read (and checked) by `dir_crypt` below.
+        let ident = Ident {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            kind: Kind::Dir,
+            context: None,
+        };
+        let root = Inode::new(ROOT, ident, Some(fd), None, 0);
         let fs = EncryptedFs {
             du: keys.data_unit_size(),
             keys,

@@ -12,40 +12,17 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::Inode;
-use crate::layout::{
-    self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_USED, Header, HeaderKind,
-    NAME_MAX,
-};
+use crate::layout::{self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName, NAME_MAX};
 
+use super::backing::open_entry;
 use super::{EncryptedFs, sys, validate_name};
 
 impl EncryptedFs {
     pub(super) fn dir_context(&self, dir: &Inode) -> Result<[u8; CONTEXT_SIZE]> {
-        let r = (|| {
-            let fd = self.dir_fd(dir)?;
-            let meta = rustix::fs::openat(
-                fd,
-                DIR_META_NAME,
-                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-                Mode::empty(),
-            )
-            .map_err(|e| match e {
-                rustix::io::Errno::NOENT => Error::Corrupt(Corruption::MissingDirMeta),
-                e => sys(e),
-            })?;
-            let f = File::from(meta);
-            let mut b = [0u8; HEADER_USED];
-            let mut n = 0;
-            while n < HEADER_USED {
-                match f.read_at(&mut b[n..], n as u64)? {
-                    0 => break,
-                    k => n += k,
-                }
-            }
-            let h = Header::parse(&b[..n], HeaderKind::Directory)?;
-            self.keys.check_context(&h.context)?;
-            Ok(h.context)
-        })();
+        if let Some(c) = dir.context() {
+            return Ok(c);
+        }
+        let r = self.dir_fd(dir).and_then(|fd| self.read_dir_context(fd));
         self.note(dir, Some(DIR_META_NAME), r)
     }
 
@@ -124,13 +101,8 @@ impl EncryptedFs {
                 let side = format!("{entry}{}", layout::LONG_NAME_SUFFIX);
                 let r = (|| {
                     let fd = self.dir_fd(dir)?;
-                    let f = rustix::fs::openat(
-                        fd,
-                        side.as_str(),
-                        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-                        Mode::empty(),
-                    )
-                    .map_err(|_| Error::Corrupt(Corruption::BadLongName))?;
+                    let f = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty())
+                        .map_err(|_| Error::Corrupt(Corruption::BadLongName))?;
                     let f = File::from(f);
                     let mut buf = [0u8; 300];
                     let mut n = 0;
@@ -161,14 +133,19 @@ impl EncryptedFs {
         ct: &[u8],
     ) -> Result<()> {
         let fd = self.dir_fd(dir)?;
-        let f = rustix::fs::openat(
+        let f = File::from(open_entry(
             fd,
             bname.side_file().as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            OFlags::WRONLY | OFlags::CREATE,
             Mode::from_raw_mode(0o600),
-        )
-        .map_err(sys)?;
-        File::from(f).write_all_at(ct, 0)?;
+        )?);
+        // Never truncate or write a planted hard link to some other file.
+        let st = rustix::fs::fstat(&f).map_err(sys)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
+            return Err(Error::Corrupt(Corruption::BadLongName));
+        }
+        f.set_len(0)?;
+        f.write_all_at(ct, 0)?;
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 
@@ -12,6 +12,7 @@ use crate::error::{Error, Result, WrongType};
 use crate::inodes::{InodeNo, Kind};
 use crate::layout::{self, DIR_META_NAME, EntryName};
 
+use super::backing::open_entry;
 use super::{EncryptedFs, kind_of, sys};
 
 impl EncryptedFs {
@@ -29,10 +30,19 @@ impl EncryptedFs {
         if kind_of(st.st_mode) == Kind::Dir {
             return Err(Error::WrongType(WrongType::IsDir));
         }
+        let victims = self.inodes.with_backing(st.st_ino);
+        for i in &victims {
+            self.keep_reachable(i, &p, &bname);
+        }
         rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::empty()).map_err(sys)?;
         self.remove_side_file(&p, &bname);
-        if let Some(i) = self.inodes.get(self.inodes.fuse_ino(st.st_ino)) {
+        for i in &victims {
             i.remove_link(p.ino, &bname);
+            if !i.unlinked()
+                && let Ok(mut o) = i.orphan.lock()
+            {
+                *o = None;
+            }
         }
         Ok(())
     }
@@ -85,13 +95,13 @@ impl EncryptedFs {
         let p = self.inode(parent)?;
         let bname = self.resolve_name(&p, name)?;
         let pfd = self.dir_fd(&p)?;
-        let dfd = rustix::fs::openat(
+        // Never a symlink or a mount point: its contents would be cleared.
+        let dfd = open_entry(
             pfd,
             bname.name.as_str(),
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::DIRECTORY,
             Mode::empty(),
-        )
-        .map_err(sys)?;
+        )?;
         if self.has_user_entries(dfd.as_fd())? {
             return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
         }
@@ -101,7 +111,7 @@ impl EncryptedFs {
         self.clear_internal(dfd.as_fd())?;
         rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::REMOVEDIR).map_err(sys)?;
         self.remove_side_file(&p, &bname);
-        if let Some(i) = self.inodes.get(self.inodes.fuse_ino(st.st_ino)) {
+        for i in self.inodes.with_backing(st.st_ino) {
             i.remove_link(p.ino, &bname);
         }
         Ok(())
@@ -162,33 +172,37 @@ impl EncryptedFs {
             && kind_of(d.st_mode) == Kind::Dir
             && kind_of(src.st_mode) == Kind::Dir
         {
-            let dfd = rustix::fs::openat(
+            let dfd = open_entry(
                 npfd,
                 nb.name.as_str(),
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                OFlags::RDONLY | OFlags::DIRECTORY,
                 Mode::empty(),
-            )
-            .map_err(sys)?;
+            )?;
             if self.has_user_entries(dfd.as_fd())? {
                 return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
             }
-            let meta = std::fs::read(format!(
-                "/proc/self/fd/{}/{}",
-                dfd.as_raw_fd(),
-                DIR_META_NAME
-            ))
-            .unwrap_or_default();
+            let mut meta = Vec::new();
+            if let Ok(m) = open_entry(dfd.as_fd(), DIR_META_NAME, OFlags::RDONLY, Mode::empty()) {
+                let _ = std::io::Read::read_to_end(&mut File::from(m), &mut meta);
+            }
             self.clear_internal(dfd.as_fd())?;
             restore = Some((dfd, meta));
+        }
+        if let Some(d) = &dst
+            && !exchange
+        {
+            for i in self.inodes.with_backing(d.st_ino) {
+                self.keep_reachable(&i, &np, &nb);
+            }
         }
         if let Err(e) =
             rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
         {
             if let Some((dfd, meta)) = restore
-                && let Ok(m) = rustix::fs::openat(
-                    &dfd,
+                && let Ok(m) = open_entry(
+                    dfd.as_fd(),
                     DIR_META_NAME,
-                    OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC,
+                    OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
                     Mode::from_raw_mode(0o600),
                 )
             {
@@ -202,15 +216,34 @@ impl EncryptedFs {
         if !exchange {
             self.remove_side_file(&p, &ob);
         }
-        if let Some(i) = self.inodes.get(self.inodes.fuse_ino(src.st_ino)) {
+        // Links move with the objects: only inodes that had the old name
+        // (and are the object renamed) get the new one.
+        let moved: Vec<_> = self
+            .inodes
+            .with_backing(src.st_ino)
+            .into_iter()
+            .filter(|i| i.has_link(p.ino, &ob))
+            .collect();
+        let replaced: Vec<_> = match &dst {
+            Some(d) => self
+                .inodes
+                .with_backing(d.st_ino)
+                .into_iter()
+                .filter(|i| i.has_link(np.ino, &nb))
+                .collect(),
+            None => Vec::new(),
+        };
+        for i in &moved {
             i.remove_link(p.ino, &ob);
+        }
+        for i in &replaced {
+            i.remove_link(np.ino, &nb);
+        }
+        for i in &moved {
             i.add_link(&np, &nb);
         }
-        if let Some(d) = &dst
-            && let Some(i) = self.inodes.get(self.inodes.fuse_ino(d.st_ino))
-        {
-            i.remove_link(np.ino, &nb);
-            if exchange {
+        if exchange {
+            for i in &replaced {
                 i.add_link(&p, &ob);
             }
         }

@@ -2,7 +2,7 @@
 //! object (as the kernel: fscrypt does not encrypt xattrs).
 
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 
 use crate::error::{Error, Result};
@@ -11,27 +11,20 @@ use crate::inodes::InodeNo;
 use super::{EncryptedFs, Loc, sys};
 
 impl EncryptedFs {
-    /// Runs an xattr call on the backing object: on its fd when we hold one
-    /// (f*xattr), else on `/proc/self/fd/<dir fd>/<name>` without following a
-    /// final symlink (l*xattr).
+    /// Runs an xattr call on the backing object's real fd (regular files
+    /// and directories, found and verified); other objects (symlinks,
+    /// special files: no `user.` xattrs on Linux) get `other` and are never
+    /// touched by path.
     pub(super) fn with_xattr_target<T, B>(
         &self,
         loc: &Loc,
         buf: B,
         on_fd: impl FnOnce(BorrowedFd<'_>, B) -> rustix::io::Result<T>,
-        on_path: impl FnOnce(&str, B) -> rustix::io::Result<T>,
+        other: Result<T>,
     ) -> Result<T> {
-        match loc {
-            Loc::Fd(f) => on_fd(f.as_fd(), buf).map_err(sys),
-            Loc::DirFd(d) => on_fd(self.dir_fd(d)?, buf).map_err(sys),
-            Loc::At(l) => {
-                let p = format!(
-                    "/proc/self/fd/{}/{}",
-                    self.dir_fd(&l.parent)?.as_raw_fd(),
-                    l.name.name
-                );
-                on_path(&p, buf).map_err(sys)
-            }
+        match self.loc_fd(loc)? {
+            Some(fd) => on_fd(fd, buf).map_err(sys),
+            None => other,
         }
     }
 
@@ -57,7 +50,7 @@ impl EncryptedFs {
             &loc,
             (),
             |fd, ()| rustix::fs::fsetxattr(fd, name, value, fl),
-            |p, ()| rustix::fs::lsetxattr(p, name, value, fl),
+            Err(Error::Sys(rustix::io::Errno::PERM)),
         )
     }
 
@@ -76,7 +69,7 @@ impl EncryptedFs {
             &loc,
             &mut buf[..],
             |fd, b| rustix::fs::fgetxattr(fd, name, b),
-            |p, b| rustix::fs::lgetxattr(p, name, b),
+            Err(Error::Sys(rustix::io::Errno::NODATA)),
         )?;
         buf.truncate(n);
         Ok(buf)
@@ -94,7 +87,7 @@ impl EncryptedFs {
             &loc,
             &mut buf[..],
             |fd, b| rustix::fs::flistxattr(fd, b),
-            |p, b| rustix::fs::llistxattr(p, b),
+            Ok(0),
         )?;
         let mut out = Vec::new();
         for name in buf[..n].split(|&b| b == 0) {
@@ -119,7 +112,7 @@ impl EncryptedFs {
             &loc,
             (),
             |fd, ()| rustix::fs::fremovexattr(fd, name),
-            |p, ()| rustix::fs::lremovexattr(p, name),
+            Err(Error::Sys(rustix::io::Errno::PERM)),
         )
     }
 }
