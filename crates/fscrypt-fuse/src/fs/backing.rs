@@ -240,12 +240,21 @@ impl EncryptedFs {
     /// # Errors
     /// `ESTALE` if no link leads to the object any more; open errors.
     pub(super) fn find(&self, inode: &Inode, write: Option<bool>) -> Result<Found> {
-        for l in inode.links() {
-            match self.try_link(inode, &l, write) {
-                Ok(Some(f)) => return Ok(f),
-                Ok(None) | Err(Error::Sys(Errno::NOENT)) => {}
-                Err(e) => return Err(e),
+        // A rename through the mount moves our links right after the backing
+        // rename: a name that just changed objects is looked at again.
+        for round in 0..3 {
+            let mut moved = false;
+            for l in inode.links() {
+                match self.try_link(inode, &l, write) {
+                    Ok(Some(f)) => return Ok(f),
+                    Ok(None) | Err(Error::Sys(Errno::NOENT)) => moved = true,
+                    Err(e) => return Err(e),
+                }
             }
+            if !moved || round == 2 {
+                break;
+            }
+            std::thread::yield_now();
         }
         let orphan = match inode.orphan.lock() {
             Ok(o) => o.as_ref().map(|fd| fd.try_clone()),

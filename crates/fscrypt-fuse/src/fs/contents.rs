@@ -33,6 +33,10 @@ impl EncryptedFs {
         }
         {
             let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+            // First the key (EIO for a damaged header, before any repair).
+            if st.crypt.is_none() {
+                st.crypt = Some(self.file_crypt(&inode)?);
+            }
             if st.fd.is_none() || (write && !st.fd_writable) {
                 // Reopened through a link and proven to be this inode's
                 // object (never whatever sits under the name now).
@@ -58,9 +62,6 @@ impl EncryptedFs {
                 }
                 st.fd = Some(Arc::new(f));
                 st.fd_writable = rw;
-            }
-            if st.crypt.is_none() {
-                st.crypt = Some(self.file_crypt(&inode)?);
             }
             st.opens += 1;
         }
