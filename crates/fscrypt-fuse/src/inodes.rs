@@ -221,9 +221,15 @@ impl Inode {
         self.links.lock().ok()?.first().cloned()
     }
 
-    /// All known links.
-    pub fn links(&self) -> Vec<Link> {
-        self.links.lock().map(|l| l.clone()).unwrap_or_default()
+    /// The `i`-th known link (links are tried in turn without copying them
+    /// all: a file may have tens of thousands).
+    pub fn link_at(&self, i: usize) -> Option<Link> {
+        self.links.lock().ok()?.get(i).cloned()
+    }
+
+    /// Number of known links.
+    pub fn link_count(&self) -> usize {
+        self.links.lock().map(|l| l.len()).unwrap_or(0)
     }
 
     /// Whether `parent`/`name` is a known link.

@@ -244,7 +244,9 @@ impl EncryptedFs {
         // rename: a name that just changed objects is looked at again.
         for round in 0..3 {
             let mut moved = false;
-            for l in inode.links() {
+            let mut i = 0;
+            while let Some(l) = inode.link_at(i) {
+                i += 1;
                 match self.try_link(inode, &l, write) {
                     Ok(Some(f)) => return Ok(f),
                     Ok(None) | Err(Error::Sys(Errno::NOENT)) => moved = true,
@@ -272,7 +274,7 @@ impl EncryptedFs {
     /// Before the last known name of a file goes (unlink, rename over):
     /// an `O_PATH` fd of the object if `inode` is it, to keep it reachable.
     pub(super) fn keep_reachable(&self, inode: &Inode, parent: &Inode, name: &BackingName) {
-        if inode.kind != Kind::File || inode.links().len() != 1 || !inode.has_link(parent.ino, name)
+        if inode.kind != Kind::File || inode.link_count() != 1 || !inode.has_link(parent.ino, name)
         {
             return;
         }
