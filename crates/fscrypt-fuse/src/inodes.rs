@@ -76,6 +76,9 @@ pub const INODE_STATE_BYTES: usize = std::mem::size_of::<Inode>()
     + 2 * std::mem::size_of::<usize>()
     + std::mem::size_of::<(InodeNo, Arc<Inode>)>();
 
+// The per-inode state stays a few hundred bytes (no key schedules in it).
+const _: () = assert!(INODE_STATE_BYTES <= 512);
+
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Number of in-memory inodes alive in this process (all mounts): a test
