@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod commands;
 
@@ -66,6 +66,9 @@ enum Command {
     /// of it: MB/s per data unit, ns per filename, key setup cost, heap
     /// allocations, and which implementation selection picks and why.
     Bench(commands::bench::Args),
+    /// Install shell completions (bash, zsh, fish) and man pages generated
+    /// from this command line.
+    InstallDocs(commands::install_docs::Args),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Crypt(args) => commands::crypt::exec(args),
         Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
         Command::Bench(args) => commands::bench::exec(args),
+        Command::InstallDocs(args) => commands::install_docs::exec(args, Cli::command()),
     };
     match result {
         Ok(code) => code,
