@@ -524,10 +524,7 @@ mod tests {
         assert!(o.read_only && o.allow_other && o.suid && o.dev);
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
-        assert_eq!(
-            o.to_words(),
-            w("ro,allow_other,suid,dev,fsname=v")
-        );
+        assert_eq!(o.to_words(), w("ro,allow_other,suid,dev,fsname=v"));
         let o = MountOptions::parse(&w("suid,nosuid"), false).unwrap();
         assert!(!o.suid && !o.dev);
         assert!(MountOptions::parse(&w("bogus"), false).is_err());
