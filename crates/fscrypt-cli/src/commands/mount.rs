@@ -25,8 +25,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use fscrypt_crypto::SecretBuf;
 use fscrypt_fuse::vault::Vault;
-use zeroize::Zeroizing;
 
 use super::secret;
 
@@ -224,7 +224,7 @@ enum Key {
     /// `--locked`.
     Locked,
     /// The raw master key (identifier checked).
-    Raw(Zeroizing<[u8; 64]>),
+    Raw(SecretBuf),
 }
 
 /// Name under which the binary acts as the mount(8) helper.
@@ -315,6 +315,8 @@ pub fn helper_main() -> ExitCode {
 
 /// Runs `fscrypt-rs mount`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    // Before any secret is read (also as the mount(8) helper and the daemon).
+    secret::protect_process();
     if args.master_key_stdin {
         // The daemon half: report any failure on stdout, where the parent
         // reads it, since stderr is the log.
@@ -406,15 +408,18 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
     let _ = rustix::process::setsid();
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
     let vault = Vault::open(&args.cipherdir)?;
-    let mut raw = Zeroizing::new([0u8; 65]);
+    // Straight from file descriptor 0: std's stdin buffer would keep a copy.
+    let mut raw = SecretBuf::new(65);
     let mut got = 0;
-    let mut stdin = std::io::stdin().lock();
     while got < raw.len() {
-        match stdin.read(&mut raw[got..]) {
+        match rustix::io::read(std::io::stdin(), &mut raw[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("reading the master key from the parent"),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .context("reading the master key from the parent");
+            }
         }
     }
     let master = match got {
@@ -426,6 +431,33 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
     run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens (or creates, mode 0600) the daemon's log file for appending,
+/// refusing a symlink or anything but a regular file; an existing log of
+/// ours that others may read is made 0600.
+fn open_log_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .with_context(|| format!("log file {} (it may not be a symlink)", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("log file {}", path.display()))?;
+    anyhow::ensure!(
+        meta.is_file(),
+        "log file {} is not a regular file",
+        path.display()
+    );
+    if meta.mode() & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw() {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making log file {} private", path.display()))?;
+    }
+    Ok(file)
 }
 
 /// Starts the daemon and waits until its mount is visible or it exits.
@@ -453,13 +485,7 @@ fn spawn_daemon(
         cmd.arg("-o").arg(words.join(","));
     }
     let log = match &args.log_file {
-        Some(path) => Stdio::from(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("log file {}", path.display()))?,
-        ),
+        Some(path) => Stdio::from(open_log_file(path)?),
         None => Stdio::null(),
     };
     if let Some(path) = &args.log_file {
