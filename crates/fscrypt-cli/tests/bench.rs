@@ -142,3 +142,26 @@ fn counting_allocator_only_in_the_bench_binary() {
         "bench hands over to fscrypt-rs-bench"
     );
 }
+
+/// The text report fits a 120-column terminal.
+#[test]
+fn text_report_fits_120_columns() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
+        .args(["bench", "--quick", "--no-openssl"])
+        .output()
+        .expect("run fscrypt-rs bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Registry") && text.contains("Filenames"));
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}

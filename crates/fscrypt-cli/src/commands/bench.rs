@@ -240,51 +240,80 @@ fn table(head: &[String], rows: &[Vec<String>]) -> String {
     s
 }
 
+/// The text report; every line fits a 120-column terminal.
 fn render(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "fscrypt-rs bench: single thread, data unit {} bytes; {} timed runs of ~{} ms after {} ms \
-         warm-up; median (min..max). MB/s = 10^6 bytes/s.",
+        "fscrypt-rs bench: single thread, data unit {} bytes; {} timed runs of ~{} ms after\n\
+         {} ms warm-up; median (min..max). MB/s = 10^6 bytes/s.",
         r.data_unit_size, r.runs, r.run_ms, r.warmup_ms
     );
     let _ = writeln!(
         s,
-        "Selection: highest priority among implementations without a refused property \
+        "Selection: highest priority among implementations without a refused property\n\
          (asynchronous, allocates_per_request, offload) that passed their self-test.\n"
     );
-    let _ = writeln!(s, "Contents (one data unit per call):");
+    // Registry: one block per algorithm, so the rows fit the terminal.
+    let _ = writeln!(s, "Registry (* = selected):");
+    let head: Vec<String> = ["implementation", "prio", "props", "self-test", "selection"]
+        .map(String::from)
+        .to_vec();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut last_alg = "";
+    for i in &r.implementations {
+        if i.algorithm != last_alg {
+            rows.push(vec![
+                i.algorithm.to_owned(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            last_alg = i.algorithm;
+        }
+        rows.push(vec![
+            format!(
+                "  {}{}",
+                i.implementation,
+                if i.selected { " *" } else { "" }
+            ),
+            i.priority.to_string(),
+            i.properties.clone(),
+            i.self_test.clone(),
+            i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+        ]);
+    }
+    s.push_str(&table(&head, &rows));
+
+    // Key setup: the per-file key (HKDF expand + key schedule), the key
+    // schedule alone, and its heap allocations.
+    let key_setup = |i: &ImplementationResult| match (&i.key_schedule, i.per_file_key_setup_ns) {
+        (Some(k), Some(total)) => format!(
+            "{total:.0} / {:.0} / {}",
+            k.ns.median,
+            allocs(k.allocs_per_call)
+        ),
+        (Some(k), None) => format!("- / {:.0} / {}", k.ns.median, allocs(k.allocs_per_call)),
+        _ => "-".into(),
+    };
+    let name = |i: &ImplementationResult| {
+        format!("{}{}", i.implementation, if i.selected { " *" } else { "" })
+    };
+    let _ = writeln!(s, "\nContents (one data unit per call):");
     let head: Vec<String> = [
-        "algorithm",
         "implementation",
-        "prio",
-        "props",
-        "self-test",
-        "selection",
         "encrypt MB/s",
         "decrypt MB/s",
         "allocs/op",
-        "key setup ns",
+        "key setup ns / sched / allocs",
     ]
     .map(String::from)
     .to_vec();
-    let key_setup = |i: &ImplementationResult| match (&i.key_schedule, i.per_file_key_setup_ns) {
-        (Some(k), Some(total)) => format!(
-            "{total:.0} (sched {:.0}, {} allocs)",
-            k.ns.median,
-            allocs(k.allocs_per_call)
-        ),
-        (Some(k), None) => format!(
-            "sched {:.0}, {} allocs",
-            k.ns.median,
-            allocs(k.allocs_per_call)
-        ),
-        _ => "-".into(),
-    };
     let rows: Vec<Vec<String>> = r
         .implementations
         .iter()
-        .filter(|i| i.used_for_contents)
+        .filter(|i| i.used_for_contents && i.skipped.is_none())
         .map(|i| {
             let a = i
                 .encrypt
@@ -294,12 +323,7 @@ fn render(r: &Report) -> String {
                 .chain(i.decrypt.as_ref().and_then(|o| o.allocs_per_call))
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             vec![
-                i.algorithm.to_owned(),
-                format!("{}{}", i.implementation, if i.selected { " *" } else { "" }),
-                i.priority.to_string(),
-                i.properties.clone(),
-                i.self_test.clone(),
-                i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+                name(i),
                 mbps(&i.encrypt),
                 mbps(&i.decrypt),
                 allocs(a),
@@ -320,23 +344,16 @@ fn render(r: &Report) -> String {
             v
         });
     let _ = writeln!(s, "\nFilenames (ns per name, encrypt / decrypt):");
-    let mut head: Vec<String> = ["algorithm", "implementation", "prio", "selection"]
-        .map(String::from)
-        .to_vec();
+    let mut head: Vec<String> = vec!["implementation".into()];
     head.extend(sizes.iter().map(|l| format!("{l} B")));
     head.push("allocs/op".into());
-    head.push("key setup ns".into());
+    head.push("key setup ns / sched / allocs".into());
     let rows: Vec<Vec<String>> = r
         .implementations
         .iter()
-        .filter(|i| i.used_for_filenames)
+        .filter(|i| i.used_for_filenames && i.skipped.is_none())
         .map(|i| {
-            let mut row = vec![
-                i.algorithm.to_owned(),
-                format!("{}{}", i.implementation, if i.selected { " *" } else { "" }),
-                i.priority.to_string(),
-                i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
-            ];
+            let mut row = vec![name(i)];
             for l in &sizes {
                 row.push(match i.names.iter().find(|n| n.len == *l) {
                     Some(n) => format!("{:.0} / {:.0}", n.encrypt.ns.median, n.decrypt.ns.median),
@@ -360,8 +377,8 @@ fn render(r: &Report) -> String {
     if let Some(h) = &r.hkdf_per_file_key {
         let _ = writeln!(
             s,
-            "  HKDF-SHA512 expand of a 64-byte per-file key: {:.0} ns ({:.0}..{:.0}), {} allocs \
-             (included in \"key setup ns\" above; sched = key schedule alone)",
+            "  HKDF-SHA512 expand of a 64-byte per-file key: {:.0} ns ({:.0}..{:.0}), {} allocs\n  \
+             (included in \"key setup ns\" above; sched = the key schedule alone)",
             h.ns.median,
             h.ns.min,
             h.ns.max,
