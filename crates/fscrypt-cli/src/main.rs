@@ -71,14 +71,58 @@ enum Command {
     InstallDocs(commands::install_docs::Args),
 }
 
+/// The process's logger: env_logger (`RUST_LOG`, default `warn`), except
+/// that fuser's own messages are capped at `warn` whatever `RUST_LOG` says:
+/// its debug and trace lines carry the plaintext names of requests.
+struct Logger(env_logger::Logger);
+
+/// True for fuser's messages below `warn`.
+fn fuser_chatter(m: &log::Metadata<'_>) -> bool {
+    m.level() > log::Level::Warn && (m.target() == "fuser" || m.target().starts_with("fuser::"))
+}
+
+impl log::Log for Logger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        !fuser_chatter(m) && self.0.enabled(m)
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            self.0.log(r);
+        }
+    }
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+fn init_logging() {
+    let logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+            .format_timestamp(None)
+            .build();
+    log::set_max_level(logger.filter());
+    let _ = log::set_boxed_logger(Box::new(Logger(logger)));
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp(None)
-        .init();
+    init_logging();
     if commands::mount::invoked_as_helper() {
         return commands::mount::helper_main();
     }
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Init(_)
+            | Command::Mount(_)
+            | Command::Demo(_)
+            | Command::AddKey(_)
+            | Command::ImportKey(_)
+            | Command::PrepareKey(_)
+            | Command::Crypt(_)
+    ) {
+        // These read a passphrase, key file or raw key: no core dumps.
+        commands::secret::protect_process();
+    }
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
         Command::Init(args) => commands::init::exec(args),

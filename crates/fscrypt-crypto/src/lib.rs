@@ -17,7 +17,11 @@
 //! ESSIV, Adiantum with NH, HCTR2) are ours and are covered by the shared
 //! vectors. Spec references ("spec §N") are to `docs/spec/FSCRYPT-FORMAT.md`.
 //!
-//! `unsafe` appears only in the aws-lc FFI module; every other module has
+//! * [`SecretBuf`]: memory for key material, excluded from core dumps and
+//!   locked in memory where the system allows.
+//!
+//! `unsafe` appears only in the aws-lc FFI module and in `secret.rs` (the
+//! mappings behind [`SecretBuf`]); every other module has
 //! `#![forbid(unsafe_code)]`.
 
 #![deny(unsafe_code)]
@@ -40,6 +44,7 @@ mod poly1305;
 mod prepared;
 mod providers;
 pub mod registry;
+mod secret;
 mod xts;
 
 pub use algorithm::Algorithm;
@@ -50,6 +55,7 @@ pub use kdf::{
     sha512, siphash24,
 };
 pub use prepared::{CipherKey, PreparedKey};
+pub use secret::SecretBuf;
 
 #[cfg(test)]
 mod tests;

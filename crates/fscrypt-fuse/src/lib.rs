@@ -43,9 +43,18 @@ pub struct MountConfig {
     /// Mount read-only.
     pub read_only: bool,
     /// Let other users access the mount (FUSE `allow_other`).
+    ///
+    /// Every mount carries `default_permissions`: the kernel checks the
+    /// mode bits, sticky directories and the caller's supplementary groups
+    /// before any request reaches the daemon. There is no mode without
+    /// those checks (the daemon, often root, checks nothing itself).
     pub allow_other: bool,
-    /// Let the kernel check permissions from the mode bits (`default_permissions`).
-    pub default_permissions: bool,
+    /// Honour setuid/setgid bits (`-o suid`); off by default (`nosuid`).
+    /// Root only: [`mount`] refuses it for any other caller.
+    pub suid: bool,
+    /// Let device nodes open (`-o dev`); off by default (`nodev`). Root
+    /// only: [`mount`] refuses it for any other caller.
+    pub dev: bool,
     /// Source name shown in /proc/mounts.
     pub fs_name: String,
 }
@@ -61,7 +70,8 @@ impl std::fmt::Debug for MountConfig {
             )
             .field("read_only", &self.read_only)
             .field("allow_other", &self.allow_other)
-            .field("default_permissions", &self.default_permissions)
+            .field("suid", &self.suid)
+            .field("dev", &self.dev)
             .field("fs_name", &self.fs_name)
             .finish()
     }
@@ -75,15 +85,19 @@ fn fuser_config(config: &MountConfig) -> fuser::Config {
     if config.read_only {
         opts.push(fuser::MountOption::RO);
     }
-    if config.default_permissions {
-        opts.push(fuser::MountOption::DefaultPermissions);
-    }
-    if rustix::process::geteuid().is_root() {
-        // Device nodes and setuid files behave as on a local filesystem
-        // (as root only; needed by the POSIX test suite).
-        opts.push(fuser::MountOption::Dev);
-        opts.push(fuser::MountOption::Suid);
-    }
+    // Always: the daemon checks no permissions itself (see `allow_other`).
+    opts.push(fuser::MountOption::DefaultPermissions);
+    // nosuid,nodev unless asked for (root only, checked in `prepare`).
+    opts.push(if config.dev {
+        fuser::MountOption::Dev
+    } else {
+        fuser::MountOption::NoDev
+    });
+    opts.push(if config.suid {
+        fuser::MountOption::Suid
+    } else {
+        fuser::MountOption::NoSuid
+    });
     let mut c = fuser::Config::default();
     c.mount_options = opts;
     c.acl = if config.allow_other {
@@ -107,6 +121,11 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
             "mountpoint {} is not a directory",
             mountpoint.display()
         )));
+    }
+    if (config.suid || config.dev) && !rustix::process::geteuid().is_root() {
+        return Err(Error::Mount(
+            "the mount options suid and dev are for root only: mount without them".into(),
+        ));
     }
     // Each directory inode holds an fd; allow as many as the system lets us.
     let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
@@ -230,9 +249,31 @@ fn new_session(
 /// # Errors
 /// [`Error::Mount`] when FUSE is unavailable or the mountpoint is bad,
 /// [`Error::Corrupt`]/[`Error::Io`] when the backing directory cannot be used.
-pub fn mount(config: MountConfig, mountpoint: &Path) -> Result<()> {
+pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    // This process is the daemon: nothing of it may reach a core file.
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        log::warn!("fscrypt-fuse: cannot make the daemon non-dumpable: {e}");
+    }
+    let mountpoint = &std::fs::canonicalize(mountpoint)
+        .map_err(|e| Error::Mount(format!("mountpoint {}: {e}", mountpoint.display())))?;
+    config.backing_dir = std::fs::canonicalize(&config.backing_dir).map_err(|e| {
+        Error::Mount(format!(
+            "backing directory {}: {e}",
+            config.backing_dir.display()
+        ))
+    })?;
     let (adapter, fc) = prepare(config, mountpoint)?;
+    // Modes are exactly what the kernel passes: it has already applied the
+    // caller's umask (fuser does not ask for FUSE_DONT_MASK), so the
+    // daemon's own umask must not mask them a second time.
+    rustix::process::umask(rustix::fs::Mode::empty());
+    // Hold no directory busy, and let no relative path (a core file, say)
+    // land in the caller's working directory. Every path is absolute now.
+    rustix::process::chdir("/")
+        .map_err(|e| Error::Mount(format!("changing directory to /: {e}")))?;
     let MountedSession {
         mut session,
         own_mount,
@@ -310,7 +351,10 @@ impl Drop for BackgroundMount {
 }
 
 /// Mounts the vault served by a background thread of this process (tests,
-/// embedding). Unlike [`mount`], signals are left alone.
+/// embedding). Unlike [`mount`], signals, the working directory, the
+/// dumpable flag and the umask are left alone: files are created with the
+/// mode the kernel passes masked once more by this process's umask, so set
+/// it to 0 where exact modes matter.
 ///
 /// # Errors
 /// As [`mount`].

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fscrypt::{EncryptionMode, KeyIdentifier, MasterKey, Policy, PolicyFlags, PolicyV2};
-use zeroize::Zeroizing;
+use fscrypt_crypto::SecretBuf;
 
 pub use config::CONFIG_NAME;
 use config::{ConfigError, ConfigRecord, PolicyRecord, ProtectorRecord};
@@ -159,9 +159,9 @@ pub struct InitOptions {
     /// Requested FSCRYPT_POLICY_FLAG_IV_INO_LBLK_32: always refused.
     pub iv_ino_lblk_32: bool,
     /// Passphrase for a passphrase protector.
-    pub passphrase: Option<Zeroizing<Vec<u8>>>,
+    pub passphrase: Option<SecretBuf>,
     /// Contents of a key file (32 or 64 bytes) for a key-file protector.
-    pub key_file: Option<Zeroizing<Vec<u8>>>,
+    pub key_file: Option<SecretBuf>,
     /// Argon2id parameter choice (default: tune to [`ARGON2_TARGET`], or
     /// the [`protector::ARGON2_ENV`] override).
     pub argon2: Argon2Choice,
@@ -282,9 +282,10 @@ impl Vault {
             return Err(Error::NotEmpty(cipherdir.to_owned()));
         }
 
-        let mut raw_key = Zeroizing::new([0u8; MASTER_KEY_SIZE]);
-        protector::random_bytes(raw_key.as_mut())?;
-        let master = MasterKey::new(raw_key.as_ref()).map_err(Error::MasterKey)?;
+        let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
+        protector::random_bytes(&mut raw_key)?;
+        let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
+        let raw_key: &[u8; MASTER_KEY_SIZE] = (*raw_key).try_into().expect("64-byte key");
         let identifier = master.identifier();
         let policy = opts.policy(identifier)?;
         let policy_record = record_from_policy(&policy);
@@ -306,7 +307,7 @@ impl Vault {
             let wrapping = protector::passphrase_wrapping_key(&params, pass, &salt)?;
             argon2_report = Some((params, start.elapsed()));
             let ad = protector::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
-            let (nonce, wrapped_key) = protector::seal(&wrapping, &ad, &raw_key)?;
+            let (nonce, wrapped_key) = protector::seal(&wrapping, &ad, raw_key)?;
             protectors.push(ProtectorRecord::Passphrase {
                 params,
                 salt,
@@ -319,7 +320,7 @@ impl Vault {
             protector::random_bytes(&mut salt)?;
             let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
             let ad = protector::associated_data(config::KIND_KEY_FILE, &policy_bytes);
-            let (nonce, wrapped_key) = protector::seal(&wrapping, &ad, &raw_key)?;
+            let (nonce, wrapped_key) = protector::seal(&wrapping, &ad, raw_key)?;
             protectors.push(ProtectorRecord::KeyFile {
                 salt,
                 nonce,
@@ -448,7 +449,7 @@ impl Vault {
     /// failure), [`Error::IdentifierMismatch`], [`Error::Protector`].
     pub fn unlock_with_passphrase(&self, passphrase: &[u8]) -> Result<MasterKey, Error> {
         let raw = self.unwrap_with_passphrase(passphrase)?;
-        self.master_key_from_bytes(raw.as_ref())
+        self.master_key_from_bytes(&raw)
     }
 
     /// Unwraps the master key with the contents of a key file (32 or 64
@@ -460,19 +461,16 @@ impl Vault {
     /// [`Error::IdentifierMismatch`].
     pub fn unlock_with_key_file(&self, key_file: &[u8]) -> Result<MasterKey, Error> {
         let raw = self.unwrap_with_key_file(key_file)?;
-        self.master_key_from_bytes(raw.as_ref())
+        self.master_key_from_bytes(&raw)
     }
 
     /// Like [`Vault::unlock_with_passphrase`], but returns the raw 64-byte
-    /// master key (identifier already checked), e.g. to hand it to a
-    /// mount daemon over a pipe.
+    /// master key (identifier already checked) in a [`SecretBuf`], e.g. to
+    /// hand it to a mount daemon over a pipe.
     ///
     /// # Errors
     /// As [`Vault::unlock_with_passphrase`].
-    pub fn unwrap_with_passphrase(
-        &self,
-        passphrase: &[u8],
-    ) -> Result<Zeroizing<[u8; MASTER_KEY_SIZE]>, Error> {
+    pub fn unwrap_with_passphrase(&self, passphrase: &[u8]) -> Result<SecretBuf, Error> {
         if !self.has_passphrase() {
             return Err(Error::NoSuchProtector("passphrase"));
         }
@@ -502,10 +500,7 @@ impl Vault {
     ///
     /// # Errors
     /// As [`Vault::unlock_with_key_file`].
-    pub fn unwrap_with_key_file(
-        &self,
-        key_file: &[u8],
-    ) -> Result<Zeroizing<[u8; MASTER_KEY_SIZE]>, Error> {
+    pub fn unwrap_with_key_file(&self, key_file: &[u8]) -> Result<SecretBuf, Error> {
         if !self.has_key_file() {
             return Err(Error::NoSuchProtector("key file"));
         }
@@ -530,11 +525,8 @@ impl Vault {
         Err(Error::WrongKeyFile)
     }
 
-    fn checked(
-        &self,
-        raw: Zeroizing<[u8; MASTER_KEY_SIZE]>,
-    ) -> Result<Zeroizing<[u8; MASTER_KEY_SIZE]>, Error> {
-        self.master_key_from_bytes(raw.as_ref())?;
+    fn checked(&self, raw: SecretBuf) -> Result<SecretBuf, Error> {
+        self.master_key_from_bytes(&raw)?;
         Ok(raw)
     }
 

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use fscrypt_crypto::PreparedKey;
+use fscrypt_crypto::{PreparedKey, SecretBuf};
 use zeroize::Zeroizing;
 
 use crate::context::{Context, NONCE_SIZE};
@@ -51,8 +51,9 @@ enum SharedKind {
     IvInoLblk32,
 }
 
-/// A master key (spec §4.1): 16..=64 random bytes, zeroized on drop, with a
-/// redacted `Debug`. Not `Clone`.
+/// A master key (spec §4.1): 16..=64 random bytes in a
+/// [`SecretBuf`] (out of core dumps, locked where allowed, zeroized on drop),
+/// with a redacted `Debug`. Not `Clone`.
 ///
 /// Caches its HKDF PRK, its v2 key identifier, the inode-hash key, and every
 /// per-mode key the kernel shares between inodes (DIRECT_KEY, IV_INO_LBLK_64,
@@ -60,7 +61,9 @@ enum SharedKind {
 /// each shared key once. `Send + Sync`; the caches are behind a `Mutex` /
 /// `OnceLock` held only while looking up or inserting.
 pub struct MasterKey {
-    secret: Zeroizing<Vec<u8>>,
+    /// The raw key, in pages excluded from core dumps and locked in memory
+    /// where the system allows.
+    secret: SecretBuf,
     kind: MasterKeyKind,
     hkdf: FscryptHkdf,
     identifier: KeyIdentifier,
@@ -114,7 +117,7 @@ impl MasterKey {
         // 16 bytes is always within HKDF's output limit.
         let _ = hkdf.expand(ctx, &[], &mut id);
         MasterKey {
-            secret: Zeroizing::new(raw.to_vec()),
+            secret: SecretBuf::from_slice(raw),
             kind,
             hkdf,
             identifier: KeyIdentifier(id),

@@ -25,8 +25,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use fscrypt_crypto::SecretBuf;
 use fscrypt_fuse::vault::Vault;
-use zeroize::Zeroizing;
 
 use super::secret;
 
@@ -50,10 +50,12 @@ pub struct Args {
     /// Stay in the foreground until unmounted.
     #[arg(long, short = 'f')]
     pub foreground: bool,
-    /// Mount options, comma-separated: ro, rw, allow_other,
-    /// default_permissions, fsname=NAME, keyfile=PATH (for fstab), and the
-    /// fstab-only options mount(8) passes on (defaults, noauto, nofail,
-    /// _netdev, x-*, ...), which are ignored.
+    /// Mount options, comma-separated: ro, rw, allow_other, suid and dev
+    /// (root only; the default is nosuid,nodev), fsname=NAME, keyfile=PATH
+    /// (for fstab), and the fstab-only options mount(8) passes on (defaults,
+    /// noauto, nofail, _netdev, x-*, ...), which are ignored. The kernel
+    /// always checks permissions (default_permissions is implied and
+    /// accepted; there is no way to turn it off).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Ignore unknown mount options instead of failing (mount(8) `-s`).
@@ -76,8 +78,10 @@ pub struct MountOptions {
     pub read_only: bool,
     /// `allow_other`.
     pub allow_other: bool,
-    /// `default_permissions`.
-    pub default_permissions: bool,
+    /// `suid` (root only; default `nosuid`).
+    pub suid: bool,
+    /// `dev` (root only; default `nodev`).
+    pub dev: bool,
     /// `fsname=`.
     pub fs_name: Option<String>,
     /// `keyfile=`.
@@ -98,10 +102,8 @@ const IGNORED: &[&str] = &[
     "owner",
     "group",
     "rw",
-    "suid",
-    "nosuid",
-    "dev",
-    "nodev",
+    // Always on: the kernel checks permissions on every mount.
+    "default_permissions",
     "exec",
     "noexec",
     "atime",
@@ -126,7 +128,10 @@ impl MountOptions {
             match word.split_once('=') {
                 None if word == "ro" => o.read_only = true,
                 None if word == "allow_other" => o.allow_other = true,
-                None if word == "default_permissions" => o.default_permissions = true,
+                None if word == "suid" => o.suid = true,
+                None if word == "nosuid" => o.suid = false,
+                None if word == "dev" => o.dev = true,
+                None if word == "nodev" => o.dev = false,
                 None if IGNORED.contains(&word) => {}
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
@@ -134,11 +139,26 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, default_permissions, fsname=NAME, keyfile=PATH)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, fsname=NAME, keyfile=PATH)"
                 ),
             }
         }
         Ok(o)
+    }
+
+    /// Refuses `suid`/`dev` for a caller who is not root: honouring setuid
+    /// files or device nodes from a vault is a way to root for whoever can
+    /// write into it.
+    ///
+    /// # Errors
+    /// `suid` or `dev` asked for without root.
+    pub fn check_privilege(&self) -> anyhow::Result<()> {
+        if (self.suid || self.dev) && !rustix::process::geteuid().is_root() {
+            bail!(
+                "the mount options suid and dev are for root only: mount without them (the default is nosuid,nodev)"
+            );
+        }
+        Ok(())
     }
 
     /// The words to pass on to the daemon (everything but the key file).
@@ -150,8 +170,11 @@ impl MountOptions {
         if self.allow_other {
             w.push("allow_other".to_owned());
         }
-        if self.default_permissions {
-            w.push("default_permissions".to_owned());
+        if self.suid {
+            w.push("suid".to_owned());
+        }
+        if self.dev {
+            w.push("dev".to_owned());
         }
         if let Some(name) = &self.fs_name {
             w.push(format!("fsname={name}"));
@@ -173,7 +196,7 @@ enum Key {
     /// `--locked`.
     Locked,
     /// The raw master key (identifier checked).
-    Raw(Zeroizing<[u8; 64]>),
+    Raw(SecretBuf),
 }
 
 /// Name under which the binary acts as the mount(8) helper.
@@ -264,6 +287,8 @@ pub fn helper_main() -> ExitCode {
 
 /// Runs `fscrypt-rs mount`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    // Before any secret is read (also as the mount(8) helper and the daemon).
+    secret::protect_process();
     if args.master_key_stdin {
         // The daemon half: report any failure on stdout, where the parent
         // reads it, since stderr is the log.
@@ -276,6 +301,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    opts.check_privilege()?;
     let vault = Vault::open(&args.cipherdir)?;
     let mountpoint = std::fs::canonicalize(&args.mountpoint)
         .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
@@ -340,7 +366,8 @@ fn run_mount(
         master_key: master,
         read_only: opts.read_only,
         allow_other: opts.allow_other,
-        default_permissions: opts.default_permissions,
+        suid: opts.suid,
+        dev: opts.dev,
     };
     fscrypt_fuse::mount(config, mountpoint)
         .with_context(|| format!("mounting {}", mountpoint.display()))?;
@@ -353,15 +380,18 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
     let _ = rustix::process::setsid();
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
     let vault = Vault::open(&args.cipherdir)?;
-    let mut raw = Zeroizing::new([0u8; 65]);
+    // Straight from file descriptor 0: std's stdin buffer would keep a copy.
+    let mut raw = SecretBuf::new(65);
     let mut got = 0;
-    let mut stdin = std::io::stdin().lock();
     while got < raw.len() {
-        match stdin.read(&mut raw[got..]) {
+        match rustix::io::read(std::io::stdin(), &mut raw[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("reading the master key from the parent"),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .context("reading the master key from the parent");
+            }
         }
     }
     let master = match got {
@@ -373,6 +403,33 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
     run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens (or creates, mode 0600) the daemon's log file for appending,
+/// refusing a symlink or anything but a regular file; an existing log of
+/// ours that others may read is made 0600.
+fn open_log_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .with_context(|| format!("log file {} (it may not be a symlink)", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("log file {}", path.display()))?;
+    anyhow::ensure!(
+        meta.is_file(),
+        "log file {} is not a regular file",
+        path.display()
+    );
+    if meta.mode() & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw() {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making log file {} private", path.display()))?;
+    }
+    Ok(file)
 }
 
 /// Starts the daemon and waits until its mount is visible or it exits.
@@ -400,13 +457,7 @@ fn spawn_daemon(
         cmd.arg("-o").arg(words.join(","));
     }
     let log = match &args.log_file {
-        Some(path) => Stdio::from(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("log file {}", path.display()))?,
-        ),
+        Some(path) => Stdio::from(open_log_file(path)?),
         None => Stdio::null(),
     };
     if let Some(path) = &args.log_file {
@@ -467,14 +518,13 @@ mod tests {
     #[test]
     fn options() {
         let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
-        let o = MountOptions::parse(&w("ro,allow_other,default_permissions,keyfile=/k,fsname=v,noauto,x-systemd.automount,nofail"), false).unwrap();
-        assert!(o.read_only && o.allow_other && o.default_permissions);
+        let o = MountOptions::parse(&w("ro,allow_other,default_permissions,suid,nodev,dev,keyfile=/k,fsname=v,noauto,x-systemd.automount,nofail"), false).unwrap();
+        assert!(o.read_only && o.allow_other && o.suid && o.dev);
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
-        assert_eq!(
-            o.to_words(),
-            w("ro,allow_other,default_permissions,fsname=v")
-        );
+        assert_eq!(o.to_words(), w("ro,allow_other,suid,dev,fsname=v"));
+        let o = MountOptions::parse(&w("suid,nosuid"), false).unwrap();
+        assert!(!o.suid && !o.dev);
         assert!(MountOptions::parse(&w("bogus"), false).is_err());
         assert!(MountOptions::parse(&w("bogus"), true).is_ok());
         assert!(MountOptions::parse(&w("keyfile="), false).is_err());

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use zeroize::Zeroizing;
+use fscrypt_crypto::SecretBuf;
 
 /// Exit status of `init`/`mount` when the passphrase or key file is wrong
 /// (the same number gocryptfs uses for a wrong password).
@@ -41,36 +41,51 @@ impl Drop for EchoGuard {
     }
 }
 
-/// Reads one line from stdin into a zeroizing buffer, without the line end.
-/// Reads byte by byte so nothing after the line is consumed, and stops at
-/// [`MAX_PASSPHRASE`] bytes.
-fn read_line_stdin() -> anyhow::Result<Zeroizing<Vec<u8>>> {
-    let mut out = Zeroizing::new(Vec::with_capacity(MAX_PASSPHRASE + 1));
-    let stdin = std::io::stdin();
-    let mut lock = stdin.lock();
-    let mut byte = [0u8; 1];
+/// Reads one line from stdin into a [`SecretBuf`], without the line end.
+/// Reads byte by byte straight from file descriptor 0 (not through std's
+/// stdin buffer, which would keep a copy), so nothing after the line is
+/// consumed, and stops at [`MAX_PASSPHRASE`] bytes.
+fn read_line_stdin() -> anyhow::Result<SecretBuf> {
+    let mut line = SecretBuf::new(MAX_PASSPHRASE);
+    let mut n = 0;
+    let mut byte = SecretBuf::new(1);
     loop {
-        match lock.read(&mut byte) {
+        match rustix::io::read(std::io::stdin(), &mut byte[..]) {
             Ok(0) => break,
             Ok(_) if byte[0] == b'\n' => break,
             Ok(_) => {
-                if out.len() == MAX_PASSPHRASE {
+                if n == MAX_PASSPHRASE {
                     bail!("the passphrase is longer than {MAX_PASSPHRASE} bytes");
                 }
-                out.push(byte[0]);
+                line[n] = byte[0];
+                n += 1;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).context("reading the passphrase from stdin"),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                return Err(std::io::Error::from(e)).context("reading the passphrase from stdin");
+            }
         }
     }
-    if out.last() == Some(&b'\r') {
-        out.pop();
+    if n > 0 && line[n - 1] == b'\r' {
+        n -= 1;
     }
-    Ok(out)
+    Ok(SecretBuf::from_slice(&line[..n]))
+}
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0: no core file,
+/// no ptrace or `/proc/PID/mem` for other processes of the same user)
+/// before it reads a passphrase, a key file or a key. Call it first thing
+/// in every command that handles a secret.
+pub fn protect_process() {
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        log::warn!("cannot make this process non-dumpable: {e}");
+    }
 }
 
 /// Prompts on the terminal with echo off and reads one line.
-fn prompt_no_echo(prompt: &str) -> anyhow::Result<Zeroizing<Vec<u8>>> {
+fn prompt_no_echo(prompt: &str) -> anyhow::Result<SecretBuf> {
     let stdin = std::io::stdin();
     let saved = rustix::termios::tcgetattr(&stdin).context("reading the terminal settings")?;
     let mut quiet = saved.clone();
@@ -92,12 +107,12 @@ fn prompt_no_echo(prompt: &str) -> anyhow::Result<Zeroizing<Vec<u8>>> {
 ///
 /// # Errors
 /// Empty passphrase, mismatching confirmation, read errors.
-pub fn read_passphrase(prompt: &str, confirm: bool) -> anyhow::Result<Zeroizing<Vec<u8>>> {
+pub fn read_passphrase(prompt: &str, confirm: bool) -> anyhow::Result<SecretBuf> {
     let pass = if rustix::termios::isatty(std::io::stdin()) {
         let first = prompt_no_echo(prompt)?;
         if confirm {
             let again = prompt_no_echo("Repeat the passphrase: ")?;
-            if *again != *first {
+            if again.as_bytes() != first.as_bytes() {
                 bail!("the two passphrases differ");
             }
         }
@@ -116,8 +131,9 @@ pub fn read_passphrase(prompt: &str, confirm: bool) -> anyhow::Result<Zeroizing<
 ///
 /// # Errors
 /// Read errors; files longer than 64 bytes.
-pub fn read_key_file(path: &Path) -> anyhow::Result<Zeroizing<Vec<u8>>> {
-    let file = File::open(path).with_context(|| format!("opening key file {}", path.display()))?;
+pub fn read_key_file(path: &Path) -> anyhow::Result<SecretBuf> {
+    let mut file =
+        File::open(path).with_context(|| format!("opening key file {}", path.display()))?;
     if let Ok(meta) = file.metadata()
         && meta.permissions().mode() & 0o077 != 0
     {
@@ -126,17 +142,26 @@ pub fn read_key_file(path: &Path) -> anyhow::Result<Zeroizing<Vec<u8>>> {
             path.display()
         );
     }
-    let mut buf = Zeroizing::new(Vec::with_capacity(65));
-    file.take(65)
-        .read_to_end(&mut buf)
-        .with_context(|| format!("reading key file {}", path.display()))?;
-    if buf.len() > 64 {
+    // Read into the final buffer directly (no growing Vec leaving copies).
+    let mut buf = SecretBuf::new(65);
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading key file {}", path.display()));
+            }
+        }
+    }
+    if got > 64 {
         bail!(
             "key file {} is longer than 64 bytes: a key file holds 32 or 64 raw bytes",
             path.display()
         );
     }
-    Ok(buf)
+    Ok(SecretBuf::from_slice(&buf[..got]))
 }
 
 /// Creates a new key file of 64 random bytes, mode 0600, refusing to
@@ -144,8 +169,8 @@ pub fn read_key_file(path: &Path) -> anyhow::Result<Zeroizing<Vec<u8>>> {
 ///
 /// # Errors
 /// The file exists, I/O errors, RNG failure.
-pub fn generate_key_file(path: &Path) -> anyhow::Result<Zeroizing<Vec<u8>>> {
-    let mut key = Zeroizing::new(vec![0u8; 64]);
+pub fn generate_key_file(path: &Path) -> anyhow::Result<SecretBuf> {
+    let mut key = SecretBuf::new(64);
     fscrypt_fuse::vault::protector::random_bytes(&mut key)?;
     let mut file = OpenOptions::new()
         .write(true)

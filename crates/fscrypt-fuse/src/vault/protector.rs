@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{Key, Tag, XChaCha20Poly1305, XNonce};
+use fscrypt_crypto::SecretBuf;
 use zeroize::Zeroizing;
 
 /// Size in bytes of the master key every vault uses (the largest raw fscrypt
@@ -360,7 +361,8 @@ pub fn seal(
     Ok((nonce, wrapped))
 }
 
-/// Opens a wrapped master key.
+/// Opens a wrapped master key, decrypting it straight into a
+/// [`SecretBuf`] of [`MASTER_KEY_SIZE`] bytes.
 ///
 /// # Errors
 /// [`ProtectorError::WrongSecret`] when authentication fails (wrong
@@ -370,12 +372,11 @@ pub fn open(
     ad: &[u8],
     nonce: &[u8; NONCE_SIZE],
     wrapped: &[u8; WRAPPED_KEY_SIZE],
-) -> Result<Zeroizing<[u8; MASTER_KEY_SIZE]>, ProtectorError> {
+) -> Result<SecretBuf, ProtectorError> {
     let cipher = XChaCha20Poly1305::new(Key::from_slice(wrapping_key));
-    let mut buf = Zeroizing::new([0u8; MASTER_KEY_SIZE]);
-    buf.copy_from_slice(&wrapped[..MASTER_KEY_SIZE]);
+    let mut buf = SecretBuf::from_slice(&wrapped[..MASTER_KEY_SIZE]);
     let tag = Tag::from_slice(&wrapped[MASTER_KEY_SIZE..]);
-    match cipher.decrypt_in_place_detached(XNonce::from_slice(nonce), ad, buf.as_mut(), tag) {
+    match cipher.decrypt_in_place_detached(XNonce::from_slice(nonce), ad, &mut buf, tag) {
         Ok(()) => Ok(buf),
         Err(_) => Err(ProtectorError::WrongSecret),
     }

@@ -28,8 +28,8 @@ impl Drop for TempDir {
 
 fn opts(pass: Option<&[u8]>, key: Option<&[u8]>) -> InitOptions {
     InitOptions {
-        passphrase: pass.map(|p| Zeroizing::new(p.to_vec())),
-        key_file: key.map(|k| Zeroizing::new(k.to_vec())),
+        passphrase: pass.map(SecretBuf::from_slice),
+        key_file: key.map(SecretBuf::from_slice),
         argon2: Argon2Choice::Fixed(CHEAP),
         ..InitOptions::default()
     }

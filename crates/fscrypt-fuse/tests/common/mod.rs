@@ -83,7 +83,9 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         master_key: if unlocked { Some(master()) } else { None },
         read_only: false,
         allow_other: true,
-        default_permissions: true,
+        // As on a local filesystem, for the POSIX suites (root only).
+        suid: true,
+        dev: true,
         fs_name: "fscrypt-test".into(),
     }
 }
