@@ -13,7 +13,7 @@ use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{FileState, Inode, Kind, Link};
 use crate::layout::{
-    self, BackingName, CONTEXT_SIZE, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
+    BackingName, CONTEXT_SIZE, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
 };
 
 use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_system_time};
@@ -115,7 +115,7 @@ impl EncryptedFs {
         let target =
             rustix::fs::readlinkat(self.dir_fd(&l.parent)?, l.name.name.as_str(), Vec::new())
                 .map_err(sys)?;
-        let r = layout::decode_symlink(target.as_bytes()).and_then(|(ctx, blob)| {
+        let r = self.decode_backing_symlink(target.as_bytes()).and_then(|(ctx, blob)| {
             self.keys.check_context(&ctx)?;
             Ok((ctx, blob))
         });

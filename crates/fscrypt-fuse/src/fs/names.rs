@@ -154,6 +154,10 @@ impl EncryptedFs {
         }
     }
 
+    /// Writes the long-name side file of `bname` (content `ct`) atomically:
+    /// kept when it already holds `ct` (an entry of that name exists), else
+    /// written under a temporary name and renamed into place, so a crash
+    /// never leaves a truncated side file.
     pub(super) fn write_side_file(
         &self,
         dir: &Inode,
@@ -161,15 +165,39 @@ impl EncryptedFs {
         ct: &[u8],
     ) -> Result<()> {
         let fd = self.dir_fd(dir)?;
-        let f = rustix::fs::openat(
+        let side = bname.side_file();
+        if let Ok(f) = rustix::fs::openat(
             fd,
-            bname.side_file().as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(sys)?;
-        File::from(f).write_all_at(ct, 0)?;
-        Ok(())
+            side.as_str(),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            let mut buf = [0u8; NAME_MAX + 1];
+            if let Ok(n) = File::from(f).read_at(&mut buf, 0)
+                && buf[..n] == *ct
+            {
+                return Ok(());
+            }
+        }
+        let tmp = super::recover::tmp_name()?;
+        let r = (|| -> Result<()> {
+            let f = rustix::fs::openat(
+                fd,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::from_raw_mode(0o600),
+            )
+            .map_err(sys)?;
+            File::from(f).write_all_at(ct, 0)?;
+            super::recover::crash_point("name:after-side-tmp");
+            rustix::fs::renameat(fd, tmp.as_str(), fd, side.as_str()).map_err(sys)?;
+            super::recover::crash_point("name:after-side");
+            Ok(())
+        })();
+        if r.is_err() {
+            let _ = rustix::fs::unlinkat(fd, tmp.as_str(), AtFlags::empty());
+        }
+        r
     }
 
     /// Encrypts `name` for creation in `dir`, writing the long-name side file

@@ -12,6 +12,7 @@ use crate::error::{Error, Result, WrongType};
 use crate::inodes::{InodeNo, Kind};
 use crate::layout::{self, DIR_META_NAME, EntryName};
 
+use super::recover::crash_point;
 use super::{EncryptedFs, kind_of, sys};
 
 impl EncryptedFs {
@@ -29,7 +30,10 @@ impl EncryptedFs {
         if kind_of(st.st_mode) == Kind::Dir {
             return Err(Error::WrongType(WrongType::IsDir));
         }
+        let held = self.hold_stored_symlink(pfd, bname.name.as_str(), st.st_mode);
         rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::empty()).map_err(sys)?;
+        crash_point("unlink:after-unlink");
+        self.release_stored_symlink(held);
         self.remove_side_file(&p, &bname);
         if let Some(i) = self.inodes.get(self.inodes.fuse_ino(st.st_ino)) {
             i.remove_link(p.ino, &bname);
@@ -99,7 +103,9 @@ impl EncryptedFs {
         // The kernel holds the victim's lock, so nothing is created inside
         // between the check and the removal.
         self.clear_internal(dfd.as_fd())?;
+        crash_point("rmdir:after-clear");
         rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::REMOVEDIR).map_err(sys)?;
+        crash_point("rmdir:after-rmdir");
         self.remove_side_file(&p, &bname);
         if let Some(i) = self.inodes.get(self.inodes.fuse_ino(st.st_ino)) {
             i.remove_link(p.ino, &bname);
@@ -179,8 +185,13 @@ impl EncryptedFs {
             ))
             .unwrap_or_default();
             self.clear_internal(dfd.as_fd())?;
+            crash_point("rename:after-clear");
             restore = Some((dfd, meta));
         }
+        let held = match &dst {
+            Some(d) if !exchange => self.hold_stored_symlink(npfd, nb.name.as_str(), d.st_mode),
+            _ => None,
+        };
         if let Err(e) =
             rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
         {
@@ -199,6 +210,8 @@ impl EncryptedFs {
             }
             return Err(sys(e));
         }
+        crash_point("rename:after-rename");
+        self.release_stored_symlink(held);
         if !exchange {
             self.remove_side_file(&p, &ob);
         }
