@@ -423,7 +423,8 @@ fn crash_points() {
     let ldir = long_name("dir");
     let lsym = long_name("sym");
     let long_target = "t".repeat(4000);
-    let cases: Vec<(&str, Box<dyn Fn(&Vault)>, Box<dyn Fn(&Vault)>, String)> = vec![
+    type Step = Box<dyn Fn(&Vault)>;
+    let cases: Vec<(&str, Step, Step, String)> = vec![
         (
             "create:after-open",
             Box::new(none),
@@ -745,7 +746,10 @@ impl Model {
         }
     }
     fn is_empty_dir(&self, path: &str) -> bool {
-        !self.nodes.keys().any(|p| p.starts_with(&format!("{path}/")))
+        !self
+            .nodes
+            .keys()
+            .any(|p| p.starts_with(&format!("{path}/")))
     }
 }
 
@@ -765,7 +769,13 @@ struct Tally {
 }
 
 /// One writer op; `Err` only for unexpected errors.
-fn writer_op(mnt: &Path, m: &mut Model, rng: &mut Rng, seq: &mut u64, t: &mut Tally) -> Result<(), String> {
+fn writer_op(
+    mnt: &Path,
+    m: &mut Model,
+    rng: &mut Rng,
+    seq: &mut u64,
+    t: &mut Tally,
+) -> Result<(), String> {
     let abs = |rel: &str| mnt.join(rel);
     *seq += 1;
     let fresh = |rng: &mut Rng, seq: u64| {
@@ -788,7 +798,10 @@ fn writer_op(mnt: &Path, m: &mut Model, rng: &mut Rng, seq: &mut u64, t: &mut Ta
         // create
         0 | 1 => {
             let p = join(&dirs[rng.below(dirs.len())], &fresh(rng, *seq));
-            let data = { let n = rng.below(9000); rng.bytes(n) };
+            let data = {
+                let n = rng.below(9000);
+                rng.bytes(n)
+            };
             let st = Arc::new(Mutex::new(FileState {
                 content: Vec::new(),
                 durable: false,
@@ -812,15 +825,22 @@ fn writer_op(mnt: &Path, m: &mut Model, rng: &mut Rng, seq: &mut u64, t: &mut Ta
             match rng.below(3) {
                 0 => {
                     let off = rng.below(s.content.len() + 100);
-                    let data = { let n = 1 + rng.below(5000); rng.bytes(n) };
-                    f.write_all_at(&data, off as u64).map_err(|x| e("write", x))?;
+                    let data = {
+                        let n = 1 + rng.below(5000);
+                        rng.bytes(n)
+                    };
+                    f.write_all_at(&data, off as u64)
+                        .map_err(|x| e("write", x))?;
                     if s.content.len() < off + data.len() {
                         s.content.resize(off + data.len(), 0);
                     }
                     s.content[off..off + data.len()].copy_from_slice(&data);
                 }
                 1 => {
-                    let data = { let n = 1 + rng.below(5000); rng.bytes(n) };
+                    let data = {
+                        let n = 1 + rng.below(5000);
+                        rng.bytes(n)
+                    };
                     f.seek(SeekFrom::End(0)).map_err(|x| e("seek", x))?;
                     f.write_all(&data).map_err(|x| e("append", x))?;
                     s.content.extend_from_slice(&data);
@@ -854,7 +874,8 @@ fn writer_op(mnt: &Path, m: &mut Model, rng: &mut Rng, seq: &mut u64, t: &mut Ta
             if src == dst {
                 return Ok(());
             }
-            if let (Some(Node::File(a)), Some(Node::File(b))) = (m.nodes.get(&src), m.nodes.get(&dst))
+            if let (Some(Node::File(a)), Some(Node::File(b))) =
+                (m.nodes.get(&src), m.nodes.get(&dst))
                 && Arc::ptr_eq(a, b)
             {
                 // Two links of one file: rename does nothing (POSIX).
@@ -926,7 +947,9 @@ fn writer_op(mnt: &Path, m: &mut Model, rng: &mut Rng, seq: &mut u64, t: &mut Ta
             } else {
                 1 + rng.below(100)
             };
-            let target: Vec<u8> = (0..len).map(|i| b'a' + ((i + *seq as usize) % 26) as u8).collect();
+            let target: Vec<u8> = (0..len)
+                .map(|i| b'a' + ((i + *seq as usize) % 26) as u8)
+                .collect();
             let os = std::ffi::OsStr::from_encoded_bytes_unchecked_safe(&target);
             std::os::unix::fs::symlink(os, abs(&p)).map_err(|x| e("symlink", x))?;
             m.nodes.insert(p, Node::Symlink(target));
@@ -1002,15 +1025,25 @@ fn crash_harness() {
         );
         checked_files += tree.len() as u64;
         if !failures.is_empty() {
-            let ls = Command::new("ls").arg("-laR").arg(&v.cipher).output().unwrap();
+            let ls = Command::new("ls")
+                .arg("-laR")
+                .arg(&v.cipher)
+                .output()
+                .unwrap();
             eprintln!("{}", String::from_utf8_lossy(&ls.stdout));
-            eprintln!("{}", std::fs::read_to_string(v.t.0.join("daemon.log")).unwrap_or_default());
+            eprintln!(
+                "{}",
+                std::fs::read_to_string(v.t.0.join("daemon.log")).unwrap_or_default()
+            );
         }
         assert!(failures.is_empty(), "seed {seed:#x}: {failures:#?}");
         model = Model::from_tree(&tree);
 
         // Write until the daemon is killed at a random moment.
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1;
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407)
+            | 1;
         let mut rng = Rng(seed);
         let killed = Arc::new(AtomicBool::new(false));
         let mnt = v.mnt.clone();

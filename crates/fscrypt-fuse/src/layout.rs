@@ -443,7 +443,8 @@ pub fn encode_store_object(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Vec<u8>
 /// checksum.
 pub fn decode_store_object(b: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Error> {
     let bad = Error::Corrupt(Corruption::BadSymlink);
-    if b.len() < 12 + CONTEXT_SIZE + 3 + 8 || b.len() > 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8
+    if b.len() < 12 + CONTEXT_SIZE + 3 + 8
+        || b.len() > 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8
     {
         return Err(bad);
     }

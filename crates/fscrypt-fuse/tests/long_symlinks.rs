@@ -52,8 +52,8 @@ fn symlink_targets_up_to_4095_bytes_round_trip() {
         assert_eq!(inline, n <= 3028, "{n} bytes: inline iff it fits");
     }
     assert_eq!(store_objects(v.backing.path()), 3);
-    let err = std::os::unix::fs::symlink(OsStr::from_bytes(&target(4096)), v.p("s4096"))
-        .unwrap_err();
+    let err =
+        std::os::unix::fs::symlink(OsStr::from_bytes(&target(4096)), v.p("s4096")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ENAMETOOLONG));
     let check = |v: &Vault| {
         for &n in &lens {

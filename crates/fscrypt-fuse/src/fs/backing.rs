@@ -12,9 +12,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{FileState, Inode, Kind, Link};
-use crate::layout::{
-    BackingName, CONTEXT_SIZE, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
-};
+use crate::layout::{BackingName, CONTEXT_SIZE, HEADER_SIZE, HEADER_USED, Header, HeaderKind};
 
 use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_system_time};
 
@@ -115,10 +113,12 @@ impl EncryptedFs {
         let target =
             rustix::fs::readlinkat(self.dir_fd(&l.parent)?, l.name.name.as_str(), Vec::new())
                 .map_err(sys)?;
-        let r = self.decode_backing_symlink(target.as_bytes()).and_then(|(ctx, blob)| {
-            self.keys.check_context(&ctx)?;
-            Ok((ctx, blob))
-        });
+        let r = self
+            .decode_backing_symlink(target.as_bytes())
+            .and_then(|(ctx, blob)| {
+                self.keys.check_context(&ctx)?;
+                Ok((ctx, blob))
+            });
         self.note(inode, None, r)
     }
 

@@ -34,10 +34,8 @@ pub(crate) fn crash_point(point: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let at = AT.get_or_init(|| std::env::var("FSCRYPT_RS_CRASH_AT").ok());
     if at.as_deref() == Some(point) {
-        let _ = rustix::process::kill_process(
-            rustix::process::getpid(),
-            rustix::process::Signal::KILL,
-        );
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         std::process::abort();
     }
 }
@@ -53,7 +51,10 @@ pub(super) fn tmp_name() -> Result<String> {
     crate::crypt::random(&mut rnd)?;
     let mut out = [0u8; 16];
     let n = layout::b64_encode(&rnd, &mut out);
-    Ok(format!("{TMP_PREFIX}{}", String::from_utf8_lossy(&out[..n])))
+    Ok(format!(
+        "{TMP_PREFIX}{}",
+        String::from_utf8_lossy(&out[..n])
+    ))
 }
 
 /// Set once `O_TMPFILE` turned out unsupported by the backing filesystem.
@@ -108,8 +109,10 @@ impl Unlinked {
     /// in). Fails with `EEXIST`, changing nothing, when the name is taken.
     pub(super) fn link_as(&self, dir: BorrowedFd<'_>, name: &str) -> Result<()> {
         match &self.tmp {
-            Some(t) => rustix::fs::renameat_with(dir, t.as_str(), dir, name, RenameFlags::NOREPLACE)
-                .map_err(sys),
+            Some(t) => {
+                rustix::fs::renameat_with(dir, t.as_str(), dir, name, RenameFlags::NOREPLACE)
+                    .map_err(sys)
+            }
             None => match rustix::fs::linkat(&self.file, "", dir, name, AtFlags::EMPTY_PATH) {
                 // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not.
                 Err(Errno::NOENT | Errno::PERM | Errno::ACCESS) => rustix::fs::linkat(
@@ -362,12 +365,11 @@ impl EncryptedFs {
             self.recover_dir(rfd, 0, &mut rec, scan_symlinks.then_some(&mut referenced))?;
             if let Some(d) = &store {
                 for (n, _) in dir_names(d.as_fd())? {
-                    if n.starts_with(TMP_PREFIX.as_bytes())
-                        || (layout::is_store_id(&n) && !referenced.contains(&n))
+                    if (n.starts_with(TMP_PREFIX.as_bytes())
+                        || (layout::is_store_id(&n) && !referenced.contains(&n)))
+                        && rustix::fs::unlinkat(d, n.as_slice(), AtFlags::empty()).is_ok()
                     {
-                        if rustix::fs::unlinkat(d, n.as_slice(), AtFlags::empty()).is_ok() {
-                            rec.store_objects += 1;
-                        }
+                        rec.store_objects += 1;
                     }
                 }
             }
@@ -550,8 +552,14 @@ impl EncryptedFs {
             .write_all_at(&h.to_bytes()[..HEADER_USED], 0)
             .map_err(Error::from)
             .and_then(|()| {
-                rustix::fs::renameat_with(dfd, tmp.as_str(), dfd, DIR_META_NAME, RenameFlags::NOREPLACE)
-                    .map_err(sys)
+                rustix::fs::renameat_with(
+                    dfd,
+                    tmp.as_str(),
+                    dfd,
+                    DIR_META_NAME,
+                    RenameFlags::NOREPLACE,
+                )
+                .map_err(sys)
             });
         if r.is_err() {
             let _ = rustix::fs::unlinkat(dfd, tmp.as_str(), AtFlags::empty());
@@ -608,9 +616,11 @@ fn remove_tree(parent: BorrowedFd<'_>, name: &[u8], depth: usize) -> Result<()> 
         .map_err(sys)?;
         for (n, t) in dir_names(d.as_fd())? {
             let is_dir = match t {
-                FileType::Unknown => rustix::fs::statat(&d, n.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
-                    .map(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
-                    .unwrap_or(false),
+                FileType::Unknown => {
+                    rustix::fs::statat(&d, n.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
+                        .unwrap_or(false)
+                }
                 t => t == FileType::Directory,
             };
             if is_dir {
