@@ -18,9 +18,18 @@ command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    echo "setup: installing Debian packages: ${need_apt[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    # Wait for another apt/dpkg (unattended upgrades, a second setup) instead
+    # of failing at once on its lock.
+    apt_opts=(-o DPkg::Lock::Timeout=600 -qq)
+    echo "setup: installing Debian packages: ${need_apt[*]} (waits up to 10 min for a busy dpkg lock)"
+    if ! $SUDO apt-get "${apt_opts[@]}" update; then
+        echo "setup: 'apt-get update' failed; check the network and /etc/apt/sources.list, then run this script again" >&2
+        exit 1
+    fi
+    if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${apt_opts[@]}" install -y "${need_apt[@]}" >/dev/null; then
+        echo "setup: installing ${need_apt[*]} failed (see apt's message above); fix it and run this script again" >&2
+        exit 1
+    fi
 fi
 
 # Loop devices for the kernel tests (a module on some kernels).
@@ -31,6 +40,9 @@ fi
 # crates/fscrypt-fuse/tests/pjdfstest.rs), from crates.io.
 if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/pjdfstest" ]; then
     echo "setup: cargo install pjdfstest --version 0.2.2"
-    cargo install --quiet pjdfstest --version 0.2.2
+    if ! cargo install --quiet pjdfstest --version 0.2.2; then
+        echo "setup: installing pjdfstest from crates.io failed; the pjdfstest test will fail until it is installed" >&2
+        exit 1
+    fi
 fi
 echo "setup: done"

@@ -9,6 +9,7 @@ pub mod generate_key;
 pub mod get_policy;
 pub mod import_key;
 pub mod init;
+pub mod install_docs;
 pub mod kernel;
 pub mod kernel_crypto;
 pub mod key_status;

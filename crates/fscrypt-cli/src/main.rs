@@ -6,25 +6,9 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
-mod bench;
 mod commands;
-
-/// The process's allocator: the system allocator behind `stats_alloc`'s
-/// counters, so `fscrypt-rs bench` can report heap allocations per
-/// operation of the real binary. Cost: a few relaxed-contention atomic adds
-/// per allocation; the data and filename hot paths do not allocate, so the
-/// FUSE daemon pays it only on its per-request bookkeeping.
-#[global_allocator]
-static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
-
-/// Heap allocations plus reallocations made by this process so far (for
-/// `bench`); always `Some` since the counting allocator is installed.
-fn allocations() -> Option<u64> {
-    let s = GLOBAL.stats();
-    Some((s.allocations + s.reallocations) as u64)
-}
 
 /// Linux fscrypt in Rust: manage kernel fscrypt, verify its ciphertext,
 /// benchmark crypto providers, and mount a userspace fscrypt filesystem.
@@ -82,6 +66,9 @@ enum Command {
     /// of it: MB/s per data unit, ns per filename, key setup cost, heap
     /// allocations, and which implementation selection picks and why.
     Bench(commands::bench::Args),
+    /// Install shell completions (bash, zsh, fish) and man pages generated
+    /// from this command line.
+    InstallDocs(commands::install_docs::Args),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +99,7 @@ fn main() -> ExitCode {
         Command::Crypt(args) => commands::crypt::exec(args),
         Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
         Command::Bench(args) => commands::bench::exec(args),
+        Command::InstallDocs(args) => commands::install_docs::exec(args, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -102,3 +102,66 @@ fn bad_data_unit_size_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("data-unit-size"));
 }
+
+/// The counting allocator is in `fscrypt-rs-bench` only: the `fscrypt-rs`
+/// binary (the mount daemon) does not link it, and `fscrypt-rs bench` still
+/// reports allocation counts by handing over to `fscrypt-rs-bench`.
+#[test]
+fn counting_allocator_only_in_the_bench_binary() {
+    let daemon = std::fs::read(env!("CARGO_BIN_EXE_fscrypt-rs")).expect("read fscrypt-rs");
+    let bench =
+        std::fs::read(env!("CARGO_BIN_EXE_fscrypt-rs-bench")).expect("read fscrypt-rs-bench");
+    let has = |bin: &[u8]| bin.windows(11).any(|w| w == b"stats_alloc");
+    assert!(
+        has(&bench),
+        "fscrypt-rs-bench must carry the counting allocator"
+    );
+    assert!(
+        !has(&daemon),
+        "fscrypt-rs must not carry the counting allocator"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
+        .args([
+            "bench",
+            "--quick",
+            "--json",
+            "--no-openssl",
+            "--only",
+            "AES-256-XTS",
+        ])
+        .output()
+        .expect("run fscrypt-rs bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(
+        v["allocation_counting"], true,
+        "bench hands over to fscrypt-rs-bench"
+    );
+}
+
+/// The text report fits a 120-column terminal.
+#[test]
+fn text_report_fits_120_columns() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
+        .args(["bench", "--quick", "--no-openssl"])
+        .output()
+        .expect("run fscrypt-rs bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Registry") && text.contains("Filenames"));
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}

@@ -26,6 +26,8 @@
 mod adiantum;
 mod algorithm;
 pub mod awslc;
+#[cfg(feature = "bench")]
+pub mod bench;
 mod block;
 mod cbc;
 mod cts;

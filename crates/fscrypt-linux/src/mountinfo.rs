@@ -68,8 +68,9 @@ pub enum MountInfoError {
     NotFound(PathBuf),
 }
 
-/// Decode the octal escapes (`\040` etc.) of a mountinfo field.
-fn unescape(s: &str) -> String {
+/// Decodes the octal escapes (`\040` for space, `\011`, `\012`, `\134`) of
+/// a mountinfo field into its raw bytes.
+fn unescape_bytes(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -88,7 +89,40 @@ fn unescape(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
+}
+
+/// A mountinfo path field as a path (any bytes, not only UTF-8).
+fn unescape_path(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(unescape_bytes(s)))
+}
+
+/// A mountinfo text field (the source), lossily as UTF-8.
+fn unescape(s: &str) -> String {
+    String::from_utf8_lossy(&unescape_bytes(s)).into_owned()
+}
+
+/// Reads and parses `/proc/self/mountinfo`.
+///
+/// # Errors
+/// [`MountInfoError::Read`] when it cannot be read.
+pub fn read_mountinfo() -> Result<Vec<MountInfo>, MountInfoError> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| parse_mountinfo(&t))
+        .map_err(MountInfoError::Read)
+}
+
+/// How many mounts are stacked exactly at `path` (compared byte for byte
+/// with the mount points, so `path` should be absolute and canonical).
+///
+/// # Errors
+/// [`MountInfoError::Read`] when `/proc/self/mountinfo` cannot be read.
+pub fn mounts_at(path: &Path) -> Result<usize, MountInfoError> {
+    Ok(read_mountinfo()?
+        .iter()
+        .filter(|m| m.mount_point == path)
+        .count())
 }
 
 /// Parse the text of a mountinfo file. Malformed lines are skipped.
@@ -109,8 +143,8 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
             continue;
         };
         out.push(MountInfo {
-            root: PathBuf::from(unescape(fields[3])),
-            mount_point: PathBuf::from(unescape(fields[4])),
+            root: unescape_path(fields[3]),
+            mount_point: unescape_path(fields[4]),
             mount_options: fields[5].to_string(),
             fs_type: fields[sep + 1].to_string(),
             source: unescape(fields[sep + 2]),
@@ -173,6 +207,17 @@ mod tests {
         assert_eq!((v[0].major, v[0].minor), (98, 0));
         assert!(v[0].inlinecrypt());
         assert!(!v[1].inlinecrypt());
+    }
+
+    #[test]
+    fn escapes_decode_to_raw_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        assert_eq!(unescape_bytes("/mnt/a\\040b"), b"/mnt/a b");
+        assert_eq!(unescape_bytes("/x\\134y"), b"/x\\y");
+        assert_eq!(unescape_bytes("/plain"), b"/plain");
+        assert_eq!(unescape_bytes("/trail\\04"), b"/trail\\04");
+        let v = parse_mountinfo("1 1 0:1 / /m\\377\\012x rw - fuse.fscrypt-rs v rw\n");
+        assert_eq!(v[0].mount_point.as_os_str().as_bytes(), b"/m\xff\nx");
     }
 
     #[test]

@@ -29,6 +29,31 @@ pub enum Error {
     /// The crypto layer refused the operation (a bug or a broken provider).
     #[error("crypto provider error: {0}")]
     Crypto(#[from] fscrypt_crypto::Error),
+    /// A filesystem operation the kernel refuses (see [`HookError`]).
+    #[error(transparent)]
+    Hook(#[from] HookError),
+}
+
+/// A directory operation the kernel refuses on encrypted directories
+/// (`fs/crypto/hooks.c`, `fscrypt_setup_filename()`; spec §8.1, §10.9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookError {
+    /// The operation needs the directory's key and it is absent: creating an
+    /// entry, linking or renaming into or out of a locked directory (ENOKEY).
+    #[error("the directory's encryption key is not available; unlock it first")]
+    KeyRequired,
+    /// Without the key, a looked-up name that no directory entry can have:
+    /// not a well-formed no-key name (ENOENT).
+    #[error("no such entry (not a no-key name of this directory)")]
+    NotFound,
+    /// Linking or renaming an entry into a directory with another encryption
+    /// policy (EXDEV), which the kernel refuses so that a directory holds
+    /// entries of its own policy only.
+    #[error(
+        "the entry is encrypted with another policy than the target directory; copy it instead"
+    )]
+    CrossPolicy,
 }
 
 /// A malformed or unsupported policy/context (spec §3.1–§3.4). The kernel

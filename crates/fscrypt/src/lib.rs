@@ -18,6 +18,7 @@
 //! | [`fname`] | filename padding and en/decryption (§7) | fname.c |
 //! | [`symlink`] | symlink blobs (§7.4) | hooks.c |
 //! | [`nokey`] | no-key names (§8) | fname.c |
+//! | [`hooks`] | what filesystems call: lookup/create names, presented entries, symlink targets, link/rename checks | hooks.c, fname.c |
 //! | [`dirhash`] | casefold SipHash (§9) | fname.c, ext4/f2fs hash.c |
 //! | [`hw_wrapped`] | xfstests hardware-KDF model (§4.6) | — |
 //! | [`crypt_util`] | `fscrypt-rs crypt` (xfstests fscrypt-crypt-util) | — |
@@ -71,6 +72,7 @@ pub mod dirhash;
 pub mod error;
 pub mod fname;
 pub mod hkdf;
+pub mod hooks;
 pub mod hw_wrapped;
 pub mod iv;
 pub mod keysetup;
@@ -82,7 +84,7 @@ pub mod symlink;
 
 pub use context::{Context, ContextBytes, ContextV1, ContextV2, NONCE_SIZE};
 pub use dirhash::DirHashKey;
-pub use error::{ContentsError, Error, KeyError, NameError, NoKeyError, PolicyError};
+pub use error::{ContentsError, Error, HookError, KeyError, NameError, NoKeyError, PolicyError};
 pub use fname::{FnameBuf, NAME_MAX};
 pub use hkdf::HkdfContext;
 pub use iv::{Iv, IvScheme};

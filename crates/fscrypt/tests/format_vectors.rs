@@ -11,7 +11,7 @@ use fscrypt::nokey::{self, NoKeyName, legacy};
 use fscrypt::{
     Context, EncryptionMode, FileType, HkdfContext, InodeCrypt, InodeParams, IvScheme,
     KeyDescriptor, KeyIdentifier, MasterKey, Policy, PolicyFlags, PolicyV1, PolicyV2, dirhash,
-    hw_wrapped, keysetup_v1,
+    hooks, hw_wrapped, keysetup_v1,
 };
 use serde_json::Value;
 
@@ -451,6 +451,31 @@ fn filenames() {
         );
         assert_eq!(dec.encode(), nk);
 
+        // The same through the hooks a filesystem calls (fs/crypto/hooks.c).
+        let l = hooks::FscryptName::for_lookup(Some(&d), name).unwrap();
+        assert_eq!(l.disk_name(), Some(&ctext[..]), "{what}: hooks lookup");
+        assert_eq!(
+            &*hooks::FscryptName::for_create(Some(&d), name).unwrap(),
+            &ctext[..],
+            "{what}: hooks create"
+        );
+        assert_eq!(
+            &*hooks::present_entry(Some(&d), &ctext, 0, 0).unwrap(),
+            name,
+            "{what}: hooks present"
+        );
+        let shown = hooks::present_entry(None, &ctext, 0, 0).unwrap();
+        assert_eq!(
+            &*shown,
+            s(e, "nokey_name").as_bytes(),
+            "{what}: hooks no-key"
+        );
+        let l = hooks::FscryptName::for_lookup(None, &shown).unwrap();
+        assert!(
+            l.matches(&ctext) && !l.matches(&other),
+            "{what}: hooks no-key lookup"
+        );
+
         // Legacy encodings, both ways.
         let old = s(e, "nokey_name_pre_5.15_alphabet");
         assert_eq!(
@@ -602,6 +627,15 @@ fn symlink() {
     assert_eq!(hex::encode(&blob), s(e, "on_disk_blob"));
     assert_eq!(hex::encode(&blob[2..blob.len() - 1]), s(e, "ciphertext"));
     assert_eq!(l.decrypt_symlink(&blob).unwrap(), s(e, "target").as_bytes());
+    assert_eq!(
+        hooks::get_symlink(Some(&l), &blob).unwrap(),
+        s(e, "target").as_bytes()
+    );
+    let ct = h(e, "ciphertext");
+    assert_eq!(
+        hooks::get_symlink(None, &blob).unwrap(),
+        nokey::encode(&ct, 0, 0).as_bytes()
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `fscrypt-rs bench`: the algorithm table that decided fscrypt's crypto
 //! policy, measured on this machine for every registered implementation.
 //!
-//! Measurement lives in [`crate::bench`]; this module picks the options,
+//! Measurement lives in `fscrypt_crypto::bench`; this module picks the options,
 //! drives a progress bar on stderr and prints a table or JSON.
 
 use std::fmt::Write as _;
@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::bench::{self, ImplementationResult, OpResult, OpensslReference, Options};
+use fscrypt_crypto::bench::{self, AllocCounter, ImplementationResult, OpResult, Options};
 
 /// Arguments of `fscrypt-rs bench`.
 #[derive(clap::Args, Debug)]
@@ -53,19 +53,46 @@ struct Report {
     openssl: Option<OpensslReference>,
 }
 
-/// Runs `fscrypt-rs bench`.
+/// The benchmark binary beside this one, which installs the counting
+/// allocator: `fscrypt-rs` (also the mount daemon) never carries one.
+pub const COUNTING_BINARY: &str = "fscrypt-rs-bench";
+
+/// Runs `fscrypt-rs bench`: hands over to `fscrypt-rs-bench` (same
+/// arguments) when it is installed beside this binary, so that allocations
+/// are counted; otherwise measures here without allocation counts.
 ///
 /// # Errors
-/// A bad `--data-unit-size`, or stdout failing.
+/// As [`run`]; starting `fscrypt-rs-bench` fails.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    use std::os::unix::process::CommandExt as _;
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(COUNTING_BINARY)))
+        .filter(|p| p.is_file());
+    if let Some(bin) = sibling {
+        let err = std::process::Command::new(&bin)
+            .args(std::env::args_os().skip(2))
+            .exec();
+        return Err(err).with_context(|| format!("starting {}", bin.display()));
+    }
+    run(args, None)
+}
+
+/// Measures and prints the report; `counter` counts heap allocations (the
+/// `fscrypt-rs-bench` binary's allocator), `None` leaves them uncounted.
+///
+/// # Errors
+/// A bad `--data-unit-size` or `--runs`, or stdout failing.
+pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode> {
+    let counter = counter.unwrap_or(no_counter);
     let dus = args.data_unit_size;
     if !(16..=65536).contains(&dus) || !dus.is_multiple_of(16) {
         bail!("--data-unit-size must be a multiple of 16 between 16 and 65536, got {dus}");
     }
     let mut opts = if args.quick {
-        Options::quick(dus, crate::allocations)
+        Options::quick(dus, counter)
     } else {
-        Options::full(dus, crate::allocations)
+        Options::full(dus, counter)
     };
     if let Some(r) = args.runs {
         if r == 0 {
@@ -125,7 +152,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         pb.set_prefix("openssl speed");
         pb.set_message("");
-        bench::openssl_reference(dus, if args.quick { 1 } else { 3 })
+        openssl_reference(dus, if args.quick { 1 } else { 3 })
     };
     pb.finish_and_clear();
 
@@ -135,7 +162,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         warmup_ms: opts.warmup.as_millis(),
         run_ms: opts.run_time.as_millis(),
         threads: 1,
-        allocation_counting: crate::allocations().is_some(),
+        allocation_counting: counter().is_some(),
         hkdf_per_file_key: hkdf,
         implementations: rows,
         raw_awslc_xts_encrypt: raw,
@@ -159,6 +186,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn no_counter() -> Option<u64> {
+    None
 }
 
 fn mbps(o: &Option<OpResult>) -> String {
@@ -209,51 +240,80 @@ fn table(head: &[String], rows: &[Vec<String>]) -> String {
     s
 }
 
+/// The text report; every line fits a 120-column terminal.
 fn render(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "fscrypt-rs bench: single thread, data unit {} bytes; {} timed runs of ~{} ms after {} ms \
-         warm-up; median (min..max). MB/s = 10^6 bytes/s.",
+        "fscrypt-rs bench: single thread, data unit {} bytes; {} timed runs of ~{} ms after\n\
+         {} ms warm-up; median (min..max). MB/s = 10^6 bytes/s.",
         r.data_unit_size, r.runs, r.run_ms, r.warmup_ms
     );
     let _ = writeln!(
         s,
-        "Selection: highest priority among implementations without a refused property \
+        "Selection: highest priority among implementations without a refused property\n\
          (asynchronous, allocates_per_request, offload) that passed their self-test.\n"
     );
-    let _ = writeln!(s, "Contents (one data unit per call):");
+    // Registry: one block per algorithm, so the rows fit the terminal.
+    let _ = writeln!(s, "Registry (* = selected):");
+    let head: Vec<String> = ["implementation", "prio", "props", "self-test", "selection"]
+        .map(String::from)
+        .to_vec();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut last_alg = "";
+    for i in &r.implementations {
+        if i.algorithm != last_alg {
+            rows.push(vec![
+                i.algorithm.to_owned(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            last_alg = i.algorithm;
+        }
+        rows.push(vec![
+            format!(
+                "  {}{}",
+                i.implementation,
+                if i.selected { " *" } else { "" }
+            ),
+            i.priority.to_string(),
+            i.properties.clone(),
+            i.self_test.clone(),
+            i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+        ]);
+    }
+    s.push_str(&table(&head, &rows));
+
+    // Key setup: the per-file key (HKDF expand + key schedule), the key
+    // schedule alone, and its heap allocations.
+    let key_setup = |i: &ImplementationResult| match (&i.key_schedule, i.per_file_key_setup_ns) {
+        (Some(k), Some(total)) => format!(
+            "{total:.0} / {:.0} / {}",
+            k.ns.median,
+            allocs(k.allocs_per_call)
+        ),
+        (Some(k), None) => format!("- / {:.0} / {}", k.ns.median, allocs(k.allocs_per_call)),
+        _ => "-".into(),
+    };
+    let name = |i: &ImplementationResult| {
+        format!("{}{}", i.implementation, if i.selected { " *" } else { "" })
+    };
+    let _ = writeln!(s, "\nContents (one data unit per call):");
     let head: Vec<String> = [
-        "algorithm",
         "implementation",
-        "prio",
-        "props",
-        "self-test",
-        "selection",
         "encrypt MB/s",
         "decrypt MB/s",
         "allocs/op",
-        "key setup ns",
+        "setup ns/sched/allocs",
     ]
     .map(String::from)
     .to_vec();
-    let key_setup = |i: &ImplementationResult| match (&i.key_schedule, i.per_file_key_setup_ns) {
-        (Some(k), Some(total)) => format!(
-            "{total:.0} (sched {:.0}, {} allocs)",
-            k.ns.median,
-            allocs(k.allocs_per_call)
-        ),
-        (Some(k), None) => format!(
-            "sched {:.0}, {} allocs",
-            k.ns.median,
-            allocs(k.allocs_per_call)
-        ),
-        _ => "-".into(),
-    };
     let rows: Vec<Vec<String>> = r
         .implementations
         .iter()
-        .filter(|i| i.used_for_contents)
+        .filter(|i| i.used_for_contents && i.skipped.is_none())
         .map(|i| {
             let a = i
                 .encrypt
@@ -263,12 +323,7 @@ fn render(r: &Report) -> String {
                 .chain(i.decrypt.as_ref().and_then(|o| o.allocs_per_call))
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             vec![
-                i.algorithm.to_owned(),
-                format!("{}{}", i.implementation, if i.selected { " *" } else { "" }),
-                i.priority.to_string(),
-                i.properties.clone(),
-                i.self_test.clone(),
-                i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+                name(i),
                 mbps(&i.encrypt),
                 mbps(&i.decrypt),
                 allocs(a),
@@ -289,23 +344,16 @@ fn render(r: &Report) -> String {
             v
         });
     let _ = writeln!(s, "\nFilenames (ns per name, encrypt / decrypt):");
-    let mut head: Vec<String> = ["algorithm", "implementation", "prio", "selection"]
-        .map(String::from)
-        .to_vec();
+    let mut head: Vec<String> = vec!["implementation".into()];
     head.extend(sizes.iter().map(|l| format!("{l} B")));
     head.push("allocs/op".into());
-    head.push("key setup ns".into());
+    head.push("setup ns/sched/allocs".into());
     let rows: Vec<Vec<String>> = r
         .implementations
         .iter()
-        .filter(|i| i.used_for_filenames)
+        .filter(|i| i.used_for_filenames && i.skipped.is_none())
         .map(|i| {
-            let mut row = vec![
-                i.algorithm.to_owned(),
-                format!("{}{}", i.implementation, if i.selected { " *" } else { "" }),
-                i.priority.to_string(),
-                i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
-            ];
+            let mut row = vec![name(i)];
             for l in &sizes {
                 row.push(match i.names.iter().find(|n| n.len == *l) {
                     Some(n) => format!("{:.0} / {:.0}", n.encrypt.ns.median, n.decrypt.ns.median),
@@ -329,8 +377,8 @@ fn render(r: &Report) -> String {
     if let Some(h) = &r.hkdf_per_file_key {
         let _ = writeln!(
             s,
-            "  HKDF-SHA512 expand of a 64-byte per-file key: {:.0} ns ({:.0}..{:.0}), {} allocs \
-             (included in \"key setup ns\" above; sched = key schedule alone)",
+            "  HKDF-SHA512 expand of a 64-byte per-file key: {:.0} ns ({:.0}..{:.0}), {} allocs\n  \
+             (included in \"setup ns\" above; sched = the key schedule alone)",
             h.ns.median,
             h.ns.min,
             h.ns.max,
@@ -379,11 +427,103 @@ fn render(r: &Report) -> String {
         }
     }
     if !r.allocation_counting {
-        let _ = writeln!(s, "  allocations: not counted (no counting allocator)");
+        let _ = writeln!(
+            s,
+            "  allocations: not counted ({COUNTING_BINARY} is not installed beside fscrypt-rs)"
+        );
     }
     let _ = writeln!(
         s,
         "  * = selected by the registry. Numbers from a shared machine are noisy."
     );
     s
+}
+
+/// `openssl speed -evp aes-256-xts` as an outside reference, when the
+/// `openssl` program exists.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpensslReference {
+    /// `openssl version` output.
+    pub version: String,
+    /// The command run (encryption).
+    pub command: String,
+    /// Encryption MB/s (10^6 bytes/s).
+    pub encrypt_mb_per_s: f64,
+    /// Decryption MB/s (with `-decrypt`), when it parsed.
+    pub decrypt_mb_per_s: Option<f64>,
+}
+
+/// Parses the result line of `openssl speed -evp CIPHER -bytes N`: the
+/// figure (in 1000s of bytes per second, suffix `k`) on the line starting
+/// with the cipher name, returned in MB/s.
+pub fn parse_openssl_speed(output: &str, cipher: &str) -> Option<f64> {
+    output
+        .lines()
+        .rev()
+        .find(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.eq_ignore_ascii_case(cipher))
+        })
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.strip_suffix('k'))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|k| k / 1000.0)
+}
+
+/// Runs `openssl speed` for AES-256-XTS on `data_unit_size`-byte buffers
+/// for `seconds` each way; `None` when openssl is missing or fails.
+pub fn openssl_reference(data_unit_size: usize, seconds: u32) -> Option<OpensslReference> {
+    use std::process::Command;
+    let version = Command::new("openssl").arg("version").output().ok()?;
+    if !version.status.success() {
+        return None;
+    }
+    let args = |decrypt: bool| {
+        let mut a: Vec<String> = vec!["speed".into()];
+        if decrypt {
+            a.push("-decrypt".into());
+        }
+        a.extend(
+            [
+                "-evp",
+                "aes-256-xts",
+                "-bytes",
+                &data_unit_size.to_string(),
+                "-seconds",
+                &seconds.to_string(),
+            ]
+            .map(String::from),
+        );
+        a
+    };
+    let run = |decrypt: bool| -> Option<f64> {
+        let out = Command::new("openssl").args(args(decrypt)).output().ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        parse_openssl_speed(&String::from_utf8_lossy(&out.stdout), "AES-256-XTS")
+    };
+    let encrypt_mb_per_s = run(false)?;
+    Some(OpensslReference {
+        version: String::from_utf8_lossy(&version.stdout).trim().to_owned(),
+        command: format!("openssl {}", args(false).join(" ")),
+        encrypt_mb_per_s,
+        decrypt_mb_per_s: run(true),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openssl_speed_output_parses() {
+        let out = "The 'numbers' are in 1000s of bytes per second processed.\n\
+                   type           4096 bytes\n\
+                   AES-256-XTS    8107701.87k\n";
+        let v = parse_openssl_speed(out, "AES-256-XTS").unwrap();
+        assert!((v - 8107.70187).abs() < 1e-6);
+        assert_eq!(parse_openssl_speed("garbage\n", "AES-256-XTS"), None);
+    }
 }

@@ -160,40 +160,12 @@ impl MountOptions {
     }
 }
 
-/// Counts the mounts whose mount point is `path` in `/proc/self/mountinfo`
-/// (field 5, with the kernel's octal escapes for space, tab, newline and
-/// backslash).
+/// Counts the mounts stacked at `path` (fscrypt-linux's mountinfo parser).
 ///
 /// # Errors
 /// Reading `/proc/self/mountinfo` failed.
 pub fn mount_count(path: &Path) -> anyhow::Result<usize> {
-    let info =
-        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let wanted = path.as_os_str().as_encoded_bytes();
-    Ok(info
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .filter(|field| unescape_mountinfo(field) == wanted)
-        .count())
-}
-
-fn unescape_mountinfo(field: &str) -> Vec<u8> {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
+    Ok(fscrypt_linux::mountinfo::mounts_at(path)?)
 }
 
 /// The unlocked state a mount starts from.
@@ -525,13 +497,5 @@ mod tests {
         assert!(parse_helper_args(argv("/c")).is_err());
         assert!(parse_helper_args(argv("/c /m -x")).is_err());
         assert!(parse_helper_args(argv("/c /m -o")).is_err());
-    }
-
-    #[test]
-    fn mountinfo_unescape() {
-        assert_eq!(unescape_mountinfo("/mnt/a\\040b"), b"/mnt/a b");
-        assert_eq!(unescape_mountinfo("/x\\134y"), b"/x\\y");
-        assert_eq!(unescape_mountinfo("/plain"), b"/plain");
-        assert_eq!(unescape_mountinfo("/trail\\04"), b"/trail\\04");
     }
 }

@@ -1,4 +1,4 @@
-//! The measuring engine behind `fscrypt-rs bench`: for every fscrypt
+//! The measuring engine behind `fscrypt-rs bench` (feature `bench`): for every fscrypt
 //! algorithm and every registered implementation of it, single-thread
 //! throughput of data units, cost per filename, key setup cost and heap
 //! allocations per operation, plus the registry's selection verdict.
@@ -8,14 +8,16 @@
 //! that also sizes the batch, then `runs` timed batches of `iters` calls;
 //! each batch gives ns per call, reported as median with min..max.
 //! Allocations are counted in a separate, untimed pass through the
-//! process's counting allocator (see `main.rs`), so counting never
-//! perturbs the timings.
+//! process's counting allocator when the caller passes one (the
+//! `fscrypt-rs-bench` binary installs it; the `fscrypt-rs` binary, which is
+//! also the mount daemon, never does), so counting never perturbs the
+//! timings.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use fscrypt_crypto::registry::{self, Implementation, Registry, Verdict};
-use fscrypt_crypto::{Algorithm, CipherKey, HkdfSha512};
+use crate::registry::{self, Implementation, Registry, Verdict};
+use crate::{Algorithm, CipherKey, HkdfSha512};
 use serde::Serialize;
 
 /// Returns the number of heap allocations (and reallocations) made by the
@@ -249,11 +251,11 @@ pub struct ImplementationResult {
 
 /// The v2 per-file key derivation cost: one HKDF-SHA512 expand with the
 /// per-file info (`"fscrypt\0"`, context byte, 16-byte nonce; spec §4.3)
-/// into `key_len` bytes. Measured through `fscrypt_crypto::HkdfSha512`.
+/// into `key_len` bytes. Measured through `crate::HkdfSha512`.
 ///
 /// # Errors
 /// A library error from HKDF.
-pub fn measure_hkdf(opts: &Options, key_len: usize) -> Result<OpResult, fscrypt_crypto::Error> {
+pub fn measure_hkdf(opts: &Options, key_len: usize) -> Result<OpResult, crate::Error> {
     let master = bench_key(64);
     let hkdf = HkdfSha512::extract(b"", &master);
     let prefix = *b"fscrypt\0";
@@ -274,8 +276,8 @@ pub fn measure_hkdf(opts: &Options, key_len: usize) -> Result<OpResult, fscrypt_
 fn op(
     opts: &Options,
     bytes: usize,
-    mut f: impl FnMut() -> Result<(), fscrypt_crypto::Error>,
-) -> Result<OpResult, fscrypt_crypto::Error> {
+    mut f: impl FnMut() -> Result<(), crate::Error>,
+) -> Result<OpResult, crate::Error> {
     let ns = time_calls(opts, &mut f)?;
     let allocs = allocations_per_call(opts, &mut f)?;
     Ok(OpResult {
@@ -347,7 +349,7 @@ fn measure_into(
     hkdf_ns: Option<f64>,
     r: &mut ImplementationResult,
     step: &mut impl FnMut(&str),
-) -> Result<(), fscrypt_crypto::Error> {
+) -> Result<(), crate::Error> {
     let alg = imp.algorithm;
     let key_bytes = bench_key(alg.key_size());
     let new_key = imp.new_key;
@@ -412,11 +414,11 @@ pub fn default_registry() -> &'static Registry {
 ///
 /// # Errors
 /// A backend error from aws-lc.
-pub fn measure_raw_awslc_xts(opts: &Options) -> Result<OpResult, fscrypt_crypto::Error> {
+pub fn measure_raw_awslc_xts(opts: &Options) -> Result<OpResult, crate::Error> {
     let key_bytes = bench_key(64);
     let mut key = [0u8; 64];
     key.copy_from_slice(&key_bytes);
-    let mut raw = fscrypt_crypto::awslc::RawAwsLcXts::new(&key)?;
+    let mut raw = crate::awslc::RawAwsLcXts::new(&key)?;
     let mut buf: Vec<u8> = (0..opts.data_unit_size).map(|i| i as u8).collect();
     let mut index: u64 = 0;
     let mut iv = [0u8; 16];
@@ -427,96 +429,12 @@ pub fn measure_raw_awslc_xts(opts: &Options) -> Result<OpResult, fscrypt_crypto:
     })
 }
 
-/// `openssl speed -evp aes-256-xts` as an outside reference, when the
-/// `openssl` program exists.
-#[derive(Debug, Clone, Serialize)]
-pub struct OpensslReference {
-    /// `openssl version` output.
-    pub version: String,
-    /// The command run (encryption).
-    pub command: String,
-    /// Encryption MB/s (10^6 bytes/s).
-    pub encrypt_mb_per_s: f64,
-    /// Decryption MB/s (with `-decrypt`), when it parsed.
-    pub decrypt_mb_per_s: Option<f64>,
-}
-
-/// Parses the result line of `openssl speed -evp CIPHER -bytes N`: the
-/// figure (in 1000s of bytes per second, suffix `k`) on the line starting
-/// with the cipher name, returned in MB/s.
-pub fn parse_openssl_speed(output: &str, cipher: &str) -> Option<f64> {
-    output
-        .lines()
-        .rev()
-        .find(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.eq_ignore_ascii_case(cipher))
-        })
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| v.strip_suffix('k'))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|k| k / 1000.0)
-}
-
-/// Runs `openssl speed` for AES-256-XTS on `data_unit_size`-byte buffers
-/// for `seconds` each way; `None` when openssl is missing or fails.
-pub fn openssl_reference(data_unit_size: usize, seconds: u32) -> Option<OpensslReference> {
-    use std::process::Command;
-    let version = Command::new("openssl").arg("version").output().ok()?;
-    if !version.status.success() {
-        return None;
-    }
-    let args = |decrypt: bool| {
-        let mut a: Vec<String> = vec!["speed".into()];
-        if decrypt {
-            a.push("-decrypt".into());
-        }
-        a.extend(
-            [
-                "-evp",
-                "aes-256-xts",
-                "-bytes",
-                &data_unit_size.to_string(),
-                "-seconds",
-                &seconds.to_string(),
-            ]
-            .map(String::from),
-        );
-        a
-    };
-    let run = |decrypt: bool| -> Option<f64> {
-        let out = Command::new("openssl").args(args(decrypt)).output().ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        parse_openssl_speed(&String::from_utf8_lossy(&out.stdout), "AES-256-XTS")
-    };
-    let encrypt_mb_per_s = run(false)?;
-    Some(OpensslReference {
-        version: String::from_utf8_lossy(&version.stdout).trim().to_owned(),
-        command: format!("openssl {}", args(false).join(" ")),
-        encrypt_mb_per_s,
-        decrypt_mb_per_s: run(true),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn no_counter() -> Option<u64> {
         None
-    }
-
-    #[test]
-    fn openssl_speed_output_parses() {
-        let out = "The 'numbers' are in 1000s of bytes per second processed.\n\
-                   type           4096 bytes\n\
-                   AES-256-XTS    8107701.87k\n";
-        let v = parse_openssl_speed(out, "AES-256-XTS").unwrap();
-        assert!((v - 8107.70187).abs() < 1e-6);
-        assert_eq!(parse_openssl_speed("garbage\n", "AES-256-XTS"), None);
     }
 
     #[test]
