@@ -35,8 +35,38 @@ pub const LONG_PREFIX: &str = "fscrypt.long.";
 /// Suffix of the side file holding a long name's full ciphertext.
 pub const LONG_NAME_SUFFIX: &str = ".name";
 
-/// Prefix of temporary names used while creating directories atomically.
+/// Prefix of temporary names: entries under construction (directories, and
+/// files, nodes and symlinks where `O_TMPFILE` is not available) and side files
+/// being replaced. Never shown; removed by the recovery pass
+/// (`docs/vault-format.md`, "Crash safety").
 pub const TMP_PREFIX: &str = "fscrypt.tmp.";
+
+/// Name of the empty file written into the backing root at a clean unmount
+/// and removed at mount. A mount that does not find it runs the recovery pass
+/// (the previous mount crashed, or the vault predates the marker).
+pub const CLEAN_MARKER: &str = "fscrypt.clean";
+
+/// Directory in the backing root holding the encrypted targets of symlinks too
+/// long for a backing symlink (see [`SYMLINK_MARKER_PREFIX`]).
+pub const SYMLINK_STORE_DIR: &str = "fscrypt.symlinks";
+
+/// Prefix of the target of a backing symlink whose encrypted target lives in
+/// [`SYMLINK_STORE_DIR`]: `fscrypt.symlink.` + the object's 22-character id.
+/// Contains a `.`, so it can never be a base64url (inline) target.
+pub const SYMLINK_MARKER_PREFIX: &str = "fscrypt.symlink.";
+
+/// Length of a symlink store object id (base64url of 16 random bytes).
+pub const SYMLINK_ID_LEN: usize = 22;
+
+/// Longest plaintext symlink target (PATH_MAX − 1).
+pub const SYMLINK_MAX_TARGET: usize = 4095;
+
+/// Largest `fscrypt_symlink_data` blob of a stored (long) target:
+/// `2 + 4095 + 1`.
+pub const SYMLINK_MAX_BLOB_STORED: usize = SYMLINK_MAX_TARGET + 3;
+
+/// Header kind byte of a symlink store object.
+pub const STORE_OBJECT_KIND: u8 = 3;
 
 /// Length of a fscrypt v2 context in bytes (spec §3.2).
 pub const CONTEXT_SIZE: usize = 40;
@@ -331,10 +361,11 @@ pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Error> {
 // Symlinks: a backing symlink whose target is base64url(context ‖ blob), where
 // blob is the kernel's `fscrypt_symlink_data` (spec §7.4) including its NUL.
 
-/// Largest `fscrypt_symlink_data` blob (2 + L + 1 bytes) so that the encoded
-/// backing target fits [`BACKING_SYMLINK_MAX`]: `b64_len(40 + blob) ≤ 4095`
-/// → `40 + blob ≤ 3071` → `blob ≤ 3031`, i.e. ciphertext `L ≤ 3028` (the
-/// kernel on ext4 with 4 KiB blocks allows `L ≤ 4093`).
+/// Largest `fscrypt_symlink_data` blob (2 + L + 1 bytes) stored *inline*, so
+/// that the encoded backing target fits [`BACKING_SYMLINK_MAX`]:
+/// `b64_len(40 + blob) ≤ 4095` → `40 + blob ≤ 3071` → `blob ≤ 3031`, i.e.
+/// ciphertext `L ≤ 3028`. Longer targets (up to [`SYMLINK_MAX_TARGET`]) go to
+/// the symlink store ([`SYMLINK_STORE_DIR`]).
 pub const SYMLINK_MAX_BLOB: usize = 3031;
 
 /// Encodes a symlink's context and blob into a backing target.
@@ -361,6 +392,72 @@ pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Er
     let mut ctx = [0u8; CONTEXT_SIZE];
     ctx.copy_from_slice(&raw[..CONTEXT_SIZE]);
     Ok((ctx, raw[CONTEXT_SIZE..n].to_vec()))
+}
+
+/// The store object id named by a backing symlink target, if the target is
+/// a marker (`fscrypt.symlink.<id>`) rather than an inline encoding.
+pub fn symlink_marker_id(target: &[u8]) -> Option<&str> {
+    let id = target.strip_prefix(SYMLINK_MARKER_PREFIX.as_bytes())?;
+    if id.len() != SYMLINK_ID_LEN || !id.iter().all(|c| B64.contains(c)) {
+        return None;
+    }
+    std::str::from_utf8(id).ok()
+}
+
+/// Whether `target` is a symlink marker, well-formed or not (starts with the
+/// marker prefix). An inline target never does.
+pub fn is_symlink_marker(target: &[u8]) -> bool {
+    target.starts_with(SYMLINK_MARKER_PREFIX.as_bytes())
+}
+
+/// Whether `name` is a valid store object name (a 22-character id).
+pub fn is_store_id(name: &[u8]) -> bool {
+    name.len() == SYMLINK_ID_LEN && name.iter().all(|c| B64.contains(c))
+}
+
+/// A fresh store object id from 16 random bytes.
+pub fn store_id(random: &[u8; 16]) -> String {
+    let mut out = [0u8; 24];
+    let n = b64_encode(random, &mut out);
+    String::from_utf8_lossy(&out[..n]).into_owned()
+}
+
+/// Serializes a symlink store object: magic `FSCRYPT\0`, version 1, kind 3,
+/// two zero bytes, `context ‖ blob`, then the first 8 bytes of SHA-256 over
+/// everything before.
+pub fn encode_store_object(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(12 + CONTEXT_SIZE + blob.len() + 8);
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&[FORMAT_VERSION, STORE_OBJECT_KIND, 0, 0]);
+    b.extend_from_slice(context);
+    b.extend_from_slice(blob);
+    let sum = checksum(&b);
+    b.extend_from_slice(&sum);
+    b
+}
+
+/// Parses a symlink store object into (context, blob).
+///
+/// # Errors
+/// [`Error::Corrupt`] (`BadSymlink`) on a bad magic, version, kind, length or
+/// checksum.
+pub fn decode_store_object(b: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Error> {
+    let bad = Error::Corrupt(Corruption::BadSymlink);
+    if b.len() < 12 + CONTEXT_SIZE + 3 + 8
+        || b.len() > 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8
+    {
+        return Err(bad);
+    }
+    let (body, sum) = b.split_at(b.len() - 8);
+    if body[0..8] != MAGIC
+        || body[8..12] != [FORMAT_VERSION, STORE_OBJECT_KIND, 0, 0]
+        || checksum(body) != sum
+    {
+        return Err(bad);
+    }
+    let mut ctx = [0u8; CONTEXT_SIZE];
+    ctx.copy_from_slice(&body[12..12 + CONTEXT_SIZE]);
+    Ok((ctx, body[12 + CONTEXT_SIZE..].to_vec()))
 }
 
 use fscrypt_crypto::sha256;
@@ -454,5 +551,31 @@ mod tests {
         assert_eq!(c, ctx);
         assert_eq!(b, blob);
         assert!(decode_symlink(b"a.b").is_err());
+    }
+
+    #[test]
+    fn symlink_store_objects_and_markers() {
+        let ctx = [5u8; 40];
+        let blob = vec![2u8; SYMLINK_MAX_BLOB_STORED];
+        let obj = encode_store_object(&ctx, &blob);
+        assert_eq!(decode_store_object(&obj).unwrap(), (ctx, blob.clone()));
+        for i in [0, 9, 12, obj.len() - 1] {
+            let mut c = obj.clone();
+            c[i] ^= 1;
+            assert!(decode_store_object(&c).is_err(), "byte {i}");
+        }
+        assert!(decode_store_object(&obj[..obj.len() - 1]).is_err());
+        let id = store_id(&[0xab; 16]);
+        assert_eq!(id.len(), SYMLINK_ID_LEN);
+        assert!(is_store_id(id.as_bytes()));
+        let marker = format!("{SYMLINK_MARKER_PREFIX}{id}");
+        assert_eq!(symlink_marker_id(marker.as_bytes()), Some(id.as_str()));
+        assert!(is_symlink_marker(marker.as_bytes()));
+        assert!(symlink_marker_id(b"fscrypt.symlink.short").is_none());
+        assert!(decode_symlink(marker.as_bytes()).is_err(), "never inline");
+        let inline = encode_symlink(&ctx, &[1u8; 20]);
+        assert!(symlink_marker_id(inline.as_bytes()).is_none());
+        assert_eq!(classify(SYMLINK_STORE_DIR.as_bytes()), EntryName::Internal);
+        assert_eq!(classify(CLEAN_MARKER.as_bytes()), EntryName::Internal);
     }
 }

@@ -165,7 +165,7 @@ impl EncryptedFs {
 
     /// Decodes a stored symlink target into context and blob.
     fn decode_target(&self, target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
-        layout::decode_symlink(target).and_then(|(ctx, blob)| {
+        self.decode_backing_symlink(target).and_then(|(ctx, blob)| {
             self.keys.check_context(&ctx)?;
             Ok((ctx, blob))
         })

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use fuser::FileAttr;
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, Stat};
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 
 use crate::crypt::NodeKind;
 use crate::error::{Error, Result};
@@ -15,9 +15,10 @@ use crate::handles::{FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind};
 use crate::layout::{
     self, BackingName, CONTEXT_SIZE, DIR_META_NAME, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
-    SYMLINK_MAX_BLOB, TMP_PREFIX,
+    SYMLINK_MAX_BLOB,
 };
 
+use super::recover::{Unlinked, crash_point, tmp_name};
 use super::{Caller, EncryptedFs, sys, validate_name};
 
 impl EncryptedFs {
@@ -55,30 +56,46 @@ impl EncryptedFs {
         let bname = self.name_for_create(&p, name)?;
         let pfd = self.dir_fd(&p)?;
         let ftype = rustix::fs::FileType::from_raw_mode(mode);
-        let r = rustix::fs::mknodat(
-            pfd,
-            bname.name.as_str(),
-            ftype,
-            Mode::from_raw_mode(0o600),
-            rdev as u64,
-        )
-        .map_err(sys);
+        // Built under a temporary name with its owner and mode, then renamed
+        // into place: a crash never leaves a node with the daemon's owner.
+        let tmp = tmp_name()?;
+        let r = (|| -> Result<()> {
+            rustix::fs::mknodat(
+                pfd,
+                tmp.as_str(),
+                ftype,
+                Mode::from_raw_mode(0o600),
+                rdev as u64,
+            )
+            .map_err(sys)?;
+            crash_point("mknod:after-node");
+            let (gid, _) = self.new_gid(&p, caller)?;
+            rustix::fs::chownat(
+                pfd,
+                tmp.as_str(),
+                Some(rustix::fs::Uid::from_raw(caller.uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(sys)?;
+            self.chmod_entry(pfd, tmp.as_str(), mode)?;
+            crash_point("mknod:before-rename");
+            rustix::fs::renameat_with(
+                pfd,
+                tmp.as_str(),
+                pfd,
+                bname.name.as_str(),
+                RenameFlags::NOREPLACE,
+            )
+            .map_err(sys)
+        })();
         if let Err(e) = r {
+            let _ = rustix::fs::unlinkat(pfd, tmp.as_str(), AtFlags::empty());
             if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
                 self.remove_side_file(&p, &bname);
             }
             return Err(e);
         }
-        let (gid, _) = self.new_gid(&p, caller)?;
-        rustix::fs::chownat(
-            pfd,
-            bname.name.as_str(),
-            Some(rustix::fs::Uid::from_raw(caller.uid)),
-            Some(rustix::fs::Gid::from_raw(gid)),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .map_err(sys)?;
-        self.chmod_entry(pfd, bname.name.as_str(), mode)?;
         Ok(self.finish_create(&p, &bname)?.1)
     }
 
@@ -99,12 +116,9 @@ impl EncryptedFs {
         let p = self.inode(parent)?;
         let bname = self.name_for_create(&p, name)?;
         let pfd = self.dir_fd(&p)?;
-        let mut rnd = [0u8; 12];
-        crate::crypt::random(&mut rnd)?;
-        let mut tmp = [0u8; 16];
-        let n = layout::b64_encode(&rnd, &mut tmp);
-        let tmp_name = format!("{TMP_PREFIX}{}", String::from_utf8_lossy(&tmp[..n]));
+        let tmp_name = tmp_name()?;
         rustix::fs::mkdirat(pfd, tmp_name.as_str(), Mode::from_raw_mode(0o700)).map_err(sys)?;
+        crash_point("mkdir:after-tmpdir");
         let cleanup = |dfd: Option<&OwnedFd>| {
             if let Some(d) = dfd {
                 let _ = rustix::fs::unlinkat(d, DIR_META_NAME, AtFlags::empty());
@@ -138,9 +152,11 @@ impl EncryptedFs {
             )
             .map_err(sys)?;
             File::from(m).write_all_at(&h.to_bytes(), 0)?;
+            crash_point("mkdir:after-meta");
             let (gid, setgid) = self.new_gid(&p, caller)?;
             let mode = if setgid { mode | libc::S_ISGID } else { mode };
             self.set_owner_mode(dfd.as_fd(), caller, gid, mode, None)?;
+            crash_point("mkdir:before-rename");
             rustix::fs::renameat_with(
                 pfd,
                 tmp_name.as_str(),
@@ -182,25 +198,72 @@ impl EncryptedFs {
         if target.is_empty() || target.contains(&0) {
             return Err(Error::InvalidArgument);
         }
+        if target.len() > layout::SYMLINK_MAX_TARGET {
+            return Err(Error::NameTooLong);
+        }
         let ctx = self.keys.new_context()?;
         let crypt = self.keys.node_crypt(&ctx, NodeKind::Symlink, 0)?;
-        let blob = crypt
-            .encrypt_symlink(target, SYMLINK_MAX_BLOB)
-            .map_err(|_| Error::NameTooLong)?;
-        let encoded = layout::encode_symlink(&ctx, &blob);
+        // Inline in the backing symlink when it fits (as format version 1
+        // always did), else in the symlink store, written completely before
+        // the symlink naming it appears.
+        let (encoded, stored) = match crypt.encrypt_symlink(target, SYMLINK_MAX_BLOB) {
+            Ok(blob) => (layout::encode_symlink(&ctx, &blob), false),
+            Err(_) => {
+                let blob = crypt
+                    .encrypt_symlink(target, layout::SYMLINK_MAX_BLOB_STORED)
+                    .map_err(|_| Error::NameTooLong)?;
+                (self.store_symlink(&ctx, &blob)?, true)
+            }
+        };
         if encoded.len() > layout::BACKING_SYMLINK_MAX {
             return Err(Error::NameTooLong);
         }
-        let bname = self.name_for_create(&p, name)?;
-        let pfd = self.dir_fd(&p)?;
-        if let Err(e) = rustix::fs::symlinkat(encoded.as_str(), pfd, bname.name.as_str()) {
-            if e != rustix::io::Errno::EXIST {
-                self.remove_side_file(&p, &bname);
+        crash_point("symlink:after-store");
+        let r = (|| -> Result<BackingName> {
+            let bname = self.name_for_create(&p, name)?;
+            let pfd = self.dir_fd(&p)?;
+            let (gid, _) = self.new_gid(&p, caller)?;
+            let r = if caller.uid != self.euid || gid != self.egid {
+                // Owned by the caller before it appears under its name.
+                let tmp = tmp_name()?;
+                let r = rustix::fs::symlinkat(encoded.as_str(), pfd, tmp.as_str())
+                    .map_err(sys)
+                    .and_then(|()| {
+                        self.set_owner_mode(pfd, caller, gid, 0o777, Some(tmp.as_str()))?;
+                        crash_point("symlink:before-rename");
+                        rustix::fs::renameat_with(
+                            pfd,
+                            tmp.as_str(),
+                            pfd,
+                            bname.name.as_str(),
+                            RenameFlags::NOREPLACE,
+                        )
+                        .map_err(sys)
+                    });
+                if r.is_err() {
+                    let _ = rustix::fs::unlinkat(pfd, tmp.as_str(), AtFlags::empty());
+                }
+                r
+            } else {
+                rustix::fs::symlinkat(encoded.as_str(), pfd, bname.name.as_str()).map_err(sys)
+            };
+            if let Err(e) = r {
+                if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+                    self.remove_side_file(&p, &bname);
+                }
+                return Err(e);
             }
-            return Err(sys(e));
-        }
-        let (gid, _) = self.new_gid(&p, caller)?;
-        self.set_owner_mode(pfd, caller, gid, 0o777, Some(bname.name.as_str()))?;
+            Ok(bname)
+        })();
+        let bname = match r {
+            Ok(b) => b,
+            Err(e) => {
+                if stored {
+                    self.unstore_symlink(&encoded);
+                }
+                return Err(e);
+            }
+        };
         let (inode, st) = self.lookup_backing(&p, &bname)?;
         let _ = inode.symlink_size.set(target.len() as u64);
         self.attr_from(&inode, &st)
@@ -223,22 +286,18 @@ impl EncryptedFs {
         let p = self.inode(parent)?;
         let bname = self.name_for_create(&p, name)?;
         let pfd = self.dir_fd(&p)?;
-        let fd = match rustix::fs::openat(
-            pfd,
-            bname.name.as_str(),
-            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(mode & 0o777),
-        ) {
-            Ok(fd) => fd,
+        // Built without a name (O_TMPFILE, or a temporary name where the
+        // backing filesystem lacks it): header, owner and mode first, then
+        // linked into place, so a crash never leaves an entry without header.
+        let u = match Unlinked::new(pfd, mode & 0o777) {
+            Ok(u) => u,
             Err(e) => {
-                if e != rustix::io::Errno::EXIST {
-                    self.remove_side_file(&p, &bname);
-                }
-                return Err(sys(e));
+                self.remove_side_file(&p, &bname);
+                return Err(e);
             }
         };
-        let file = File::from(fd);
-        let r = (|| -> Result<(Stat, [u8; CONTEXT_SIZE])> {
+        crash_point("create:after-open");
+        let r = (|| -> Result<[u8; CONTEXT_SIZE]> {
             let ctx = self.keys.new_context()?;
             let h = Header {
                 kind: HeaderKind::File,
@@ -247,21 +306,36 @@ impl EncryptedFs {
             };
             let mut region = [0u8; HEADER_SIZE as usize];
             region[..HEADER_USED].copy_from_slice(&h.to_bytes());
-            file.write_all_at(&region, 0)?;
+            u.file.write_all_at(&region, 0)?;
+            crash_point("create:after-header");
             let (gid, _) = self.new_gid(&p, caller)?;
             let me_uid = self.euid;
             let me_gid = self.egid;
             if caller.uid != me_uid || gid != me_gid || mode & 0o7000 != 0 {
-                self.set_owner_mode(file.as_fd(), caller, gid, mode, None)?;
+                self.set_owner_mode(u.file.as_fd(), caller, gid, mode, None)?;
             }
-            Ok((rustix::fs::fstat(&file).map_err(sys)?, ctx))
+            crash_point("create:before-link");
+            u.link_as(pfd, bname.name.as_str())?;
+            crash_point("create:after-link");
+            Ok(ctx)
         })();
-        let (st, ctx) = match r {
+        let ctx = match r {
             Ok(v) => v,
+            Err(e) => {
+                u.discard(pfd);
+                if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+                    self.remove_side_file(&p, &bname);
+                }
+                return Err(e);
+            }
+        };
+        let file = u.file;
+        let st = match rustix::fs::fstat(&file) {
+            Ok(st) => st,
             Err(e) => {
                 let _ = rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::empty());
                 self.remove_side_file(&p, &bname);
-                return Err(e);
+                return Err(sys(e));
             }
         };
         let inode = self.register_created_file(&p, &bname, file, &st, ctx)?;

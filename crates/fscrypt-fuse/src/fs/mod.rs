@@ -17,6 +17,7 @@ mod contents;
 mod create;
 mod dir;
 mod names;
+mod recover;
 mod remove;
 mod xattr;
 
@@ -251,6 +252,7 @@ impl EncryptedFs {
         } else {
             fs.keys.check_context(&ctx)?;
         }
+        fs.recover_at_mount()?;
         Ok(fs)
     }
 

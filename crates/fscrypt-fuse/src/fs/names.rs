@@ -126,6 +126,10 @@ impl EncryptedFs {
         }
     }
 
+    /// Writes the long-name side file of `bname` (content `ct`) atomically:
+    /// kept when it already holds `ct` (an entry of that name exists), else
+    /// written under a temporary name and renamed into place, so a crash
+    /// never leaves a truncated side file.
     pub(super) fn write_side_file(
         &self,
         dir: &Inode,
@@ -133,20 +137,38 @@ impl EncryptedFs {
         ct: &[u8],
     ) -> Result<()> {
         let fd = self.dir_fd(dir)?;
-        let f = File::from(open_entry(
-            fd,
-            bname.side_file().as_str(),
-            OFlags::WRONLY | OFlags::CREATE,
-            Mode::from_raw_mode(0o600),
-        )?);
-        // Never truncate or write a planted hard link to some other file.
-        let st = rustix::fs::fstat(&f).map_err(sys)?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink != 1 {
-            return Err(Error::Corrupt(Corruption::BadLongName));
+        let side = bname.side_file();
+        // An existing side file (an entry of that name exists) is only read;
+        // a new one is written to a fresh temporary file and renamed over
+        // the name, so nothing planted there (a symlink, a hard link to
+        // another file) is ever written through, and a crash never leaves a
+        // truncated side file.
+        if let Ok(f) = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty()) {
+            let mut buf = [0u8; NAME_MAX + 1];
+            if let Ok(n) = File::from(f).read_at(&mut buf, 0)
+                && buf[..n] == *ct
+            {
+                return Ok(());
+            }
         }
-        f.set_len(0)?;
-        f.write_all_at(ct, 0)?;
-        Ok(())
+        let tmp = super::recover::tmp_name()?;
+        let r = (|| -> Result<()> {
+            let f = open_entry(
+                fd,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+                Mode::from_raw_mode(0o600),
+            )?;
+            File::from(f).write_all_at(ct, 0)?;
+            super::recover::crash_point("name:after-side-tmp");
+            rustix::fs::renameat(fd, tmp.as_str(), fd, side.as_str()).map_err(sys)?;
+            super::recover::crash_point("name:after-side");
+            Ok(())
+        })();
+        if r.is_err() {
+            let _ = rustix::fs::unlinkat(fd, tmp.as_str(), AtFlags::empty());
+        }
+        r
     }
 
     /// Encrypts `name` for creation in `dir`, writing the long-name side file

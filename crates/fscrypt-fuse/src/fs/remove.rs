@@ -13,6 +13,7 @@ use crate::inodes::{InodeNo, Kind};
 use crate::layout::{self, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
+use super::recover::crash_point;
 use super::{EncryptedFs, kind_of, sys};
 
 impl EncryptedFs {
@@ -34,7 +35,10 @@ impl EncryptedFs {
         for i in &victims {
             self.keep_reachable(i, &p, &bname);
         }
+        let held = self.hold_stored_symlink(pfd, bname.name.as_str(), st.st_mode);
         rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::empty()).map_err(sys)?;
+        crash_point("unlink:after-unlink");
+        self.release_stored_symlink(held);
         self.remove_side_file(&p, &bname);
         for i in &victims {
             i.remove_link(p.ino, &bname);
@@ -109,7 +113,9 @@ impl EncryptedFs {
         // The kernel holds the victim's lock, so nothing is created inside
         // between the check and the removal.
         self.clear_internal(dfd.as_fd())?;
+        crash_point("rmdir:after-clear");
         rustix::fs::unlinkat(pfd, bname.name.as_str(), AtFlags::REMOVEDIR).map_err(sys)?;
+        crash_point("rmdir:after-rmdir");
         self.remove_side_file(&p, &bname);
         for i in self.inodes.with_backing(st.st_ino) {
             i.remove_link(p.ino, &bname);
@@ -186,6 +192,7 @@ impl EncryptedFs {
                 let _ = std::io::Read::read_to_end(&mut File::from(m), &mut meta);
             }
             self.clear_internal(dfd.as_fd())?;
+            crash_point("rename:after-clear");
             restore = Some((dfd, meta));
         }
         if let Some(d) = &dst
@@ -195,6 +202,10 @@ impl EncryptedFs {
                 self.keep_reachable(&i, &np, &nb);
             }
         }
+        let held = match &dst {
+            Some(d) if !exchange => self.hold_stored_symlink(npfd, nb.name.as_str(), d.st_mode),
+            _ => None,
+        };
         if let Err(e) =
             rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
         {
@@ -213,6 +224,8 @@ impl EncryptedFs {
             }
             return Err(sys(e));
         }
+        crash_point("rename:after-rename");
+        self.release_stored_symlink(held);
         if !exchange {
             self.remove_side_file(&p, &ob);
         }

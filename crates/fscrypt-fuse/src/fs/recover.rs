@@ -1,0 +1,605 @@
+//! Crash safety (`docs/vault-format.md`, "Crash safety"): new backing objects
+//! are built out of sight (`O_TMPFILE`, or a `fscrypt.tmp.*` name) and linked
+//! or renamed into place complete; long symlink targets live in the symlink
+//! store; a recovery pass at mount removes what an interrupted operation left
+//! behind; the clean-unmount marker tells whether that pass is needed.
+//!
+//! With the cargo feature `crash-points` (enabled only by the test
+//! dev-dependency of `fscrypt-cli`), [`crash_point`] kills the process at the
+//! step named by the environment variable `FSCRYPT_RS_CRASH_AT`; without the
+//! feature it compiles to nothing.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::error::{Corruption, Error, Result};
+use crate::inodes::ROOT;
+use crate::layout::{
+    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_USED, Header, HeaderKind,
+    LONG_NAME_SUFFIX, LONG_PREFIX, SYMLINK_MARKER_PREFIX, SYMLINK_STORE_DIR, TMP_PREFIX,
+};
+
+use super::{EncryptedFs, sys};
+
+/// Kills the process (SIGKILL, as `kill -9`) when `FSCRYPT_RS_CRASH_AT`
+/// equals `point`. Test builds only (feature `crash-points`).
+#[cfg(feature = "crash-points")]
+pub(crate) fn crash_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var("FSCRYPT_RS_CRASH_AT").ok());
+    if at.as_deref() == Some(point) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        std::process::abort();
+    }
+}
+
+/// Does nothing: crash points exist only with the `crash-points` feature.
+#[cfg(not(feature = "crash-points"))]
+#[inline(always)]
+pub(crate) fn crash_point(_point: &str) {}
+
+/// A fresh temporary name `fscrypt.tmp.<16 random base64url characters>`.
+pub(super) fn tmp_name() -> Result<String> {
+    let mut rnd = [0u8; 12];
+    crate::crypt::random(&mut rnd)?;
+    let mut out = [0u8; 16];
+    let n = layout::b64_encode(&rnd, &mut out);
+    Ok(format!(
+        "{TMP_PREFIX}{}",
+        String::from_utf8_lossy(&out[..n])
+    ))
+}
+
+/// Set once `O_TMPFILE` turned out unsupported by the backing filesystem.
+static NO_TMPFILE: AtomicBool = AtomicBool::new(false);
+
+/// A new regular file not yet visible under its final name: an `O_TMPFILE`
+/// inode without a name, or (where the backing filesystem lacks `O_TMPFILE`)
+/// a file under a temporary name.
+pub(super) struct Unlinked {
+    /// The open file (read-write).
+    pub file: File,
+    tmp: Option<String>,
+}
+
+impl Unlinked {
+    /// Creates it in `dir` with permission bits `mode`.
+    pub(super) fn new(dir: BorrowedFd<'_>, mode: u32) -> Result<Unlinked> {
+        if !NO_TMPFILE.load(Ordering::Relaxed) {
+            match rustix::fs::openat(
+                dir,
+                ".",
+                OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            ) {
+                Ok(fd) => {
+                    return Ok(Unlinked {
+                        file: File::from(fd),
+                        tmp: None,
+                    });
+                }
+                Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {
+                    NO_TMPFILE.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(sys(e)),
+            }
+        }
+        let name = tmp_name()?;
+        let fd = rustix::fs::openat(
+            dir,
+            name.as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(sys)?;
+        Ok(Unlinked {
+            file: File::from(fd),
+            tmp: Some(name),
+        })
+    }
+
+    /// Gives the file its final `name` in `dir` (the directory it was created
+    /// in). Fails with `EEXIST`, changing nothing, when the name is taken.
+    pub(super) fn link_as(&self, dir: BorrowedFd<'_>, name: &str) -> Result<()> {
+        match &self.tmp {
+            Some(t) => {
+                rustix::fs::renameat_with(dir, t.as_str(), dir, name, RenameFlags::NOREPLACE)
+                    .map_err(sys)
+            }
+            None => match rustix::fs::linkat(&self.file, "", dir, name, AtFlags::EMPTY_PATH) {
+                // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not.
+                Err(Errno::NOENT | Errno::PERM | Errno::ACCESS) => rustix::fs::linkat(
+                    CWD,
+                    format!("/proc/self/fd/{}", self.file.as_raw_fd()).as_str(),
+                    dir,
+                    name,
+                    AtFlags::SYMLINK_FOLLOW,
+                )
+                .map_err(sys),
+                r => r.map_err(sys),
+            },
+        }
+    }
+
+    /// Removes the temporary name, if any (after a failure).
+    pub(super) fn discard(&self, dir: BorrowedFd<'_>) {
+        if let Some(t) = &self.tmp {
+            let _ = rustix::fs::unlinkat(dir, t.as_str(), AtFlags::empty());
+        }
+    }
+}
+
+/// A backing symlink whose target lives in the store, held while one of its
+/// names is removed (see [`EncryptedFs::hold_stored_symlink`]).
+pub(super) struct StoredSymlink {
+    fd: OwnedFd,
+    id: String,
+}
+
+/// What the recovery pass did.
+#[derive(Debug, Default)]
+struct Recovered {
+    dirs: u64,
+    tmp: u64,
+    side_files: u64,
+    empty_files: u64,
+    restored_meta: u64,
+    store_objects: u64,
+    problems: u64,
+}
+
+/// How deep the recovery pass descends (one fd per level).
+const MAX_DEPTH: usize = 1024;
+
+impl EncryptedFs {
+    fn with_root<T>(&self, f: impl FnOnce(BorrowedFd<'_>) -> Result<T>) -> Result<T> {
+        let root = self.inode(ROOT)?;
+        f(self.dir_fd(&root)?)
+    }
+
+    fn store_dir(&self, create: bool) -> Result<Option<OwnedFd>> {
+        self.with_root(|rfd| {
+            let open = || {
+                rustix::fs::openat(
+                    rfd,
+                    SYMLINK_STORE_DIR,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+            };
+            match open() {
+                Ok(fd) => Ok(Some(fd)),
+                Err(Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(rfd, SYMLINK_STORE_DIR, Mode::from_raw_mode(0o700)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(sys(e)),
+                    }
+                    open().map(Some).map_err(sys)
+                }
+                Err(Errno::NOENT) => Ok(None),
+                Err(e) => Err(sys(e)),
+            }
+        })
+    }
+
+    /// Writes the store object of a symlink target too long for a backing
+    /// symlink (complete before it gets its name) and returns the backing
+    /// symlink target naming it.
+    pub(super) fn store_symlink(&self, ctx: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Result<String> {
+        let dir = self.store_dir(true)?.ok_or(Error::NotFound)?;
+        let u = Unlinked::new(dir.as_fd(), 0o600)?;
+        let r = (|| {
+            u.file
+                .write_all_at(&layout::encode_store_object(ctx, blob), 0)?;
+            crash_point("symlink:after-store-write");
+            loop {
+                let mut rnd = [0u8; 16];
+                crate::crypt::random(&mut rnd)?;
+                let id = layout::store_id(&rnd);
+                match u.link_as(dir.as_fd(), &id) {
+                    Ok(()) => return Ok(format!("{SYMLINK_MARKER_PREFIX}{id}")),
+                    Err(Error::Sys(Errno::EXIST)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        })();
+        if r.is_err() {
+            u.discard(dir.as_fd());
+        }
+        r
+    }
+
+    /// Removes a store object by its backing symlink target (after a failed
+    /// creation, or when its symlink's last link is gone).
+    pub(super) fn unstore_symlink(&self, marker: &str) {
+        if let Some(id) = layout::symlink_marker_id(marker.as_bytes())
+            && let Ok(Some(dir)) = self.store_dir(false)
+        {
+            let _ = rustix::fs::unlinkat(&dir, id, AtFlags::empty());
+        }
+    }
+
+    /// Decodes a backing symlink target into (context, blob): inline
+    /// (base64url) or a marker naming a store object.
+    ///
+    /// # Errors
+    /// [`Corruption::BadSymlink`] when it decodes to nothing valid or its
+    /// store object is missing or damaged.
+    pub(super) fn decode_backing_symlink(
+        &self,
+        target: &[u8],
+    ) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
+        if !layout::is_symlink_marker(target) {
+            return layout::decode_symlink(target);
+        }
+        let bad = || Error::Corrupt(Corruption::BadSymlink);
+        let id = layout::symlink_marker_id(target).ok_or_else(bad)?;
+        let dir = self.store_dir(false)?.ok_or_else(bad)?;
+        let f = rustix::fs::openat(
+            &dir,
+            id,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|_| bad())?;
+        let f = File::from(f);
+        let mut buf = vec![0u8; 12 + CONTEXT_SIZE + layout::SYMLINK_MAX_BLOB_STORED + 8 + 1];
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read_at(&mut buf[n..], n as u64)? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        layout::decode_store_object(&buf[..n])
+    }
+
+    /// Before removing the name `name` in `dir` (unlink, rename over it):
+    /// when it is a symlink whose target is in the store, keeps an `O_PATH`
+    /// handle of it so that [`EncryptedFs::release_stored_symlink`] can tell
+    /// whether its last link went.
+    pub(super) fn hold_stored_symlink(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        st_mode: u32,
+    ) -> Option<StoredSymlink> {
+        if st_mode & libc::S_IFMT != libc::S_IFLNK {
+            return None;
+        }
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let target = rustix::fs::readlinkat(&fd, "", Vec::new()).ok()?;
+        let id = layout::symlink_marker_id(target.as_bytes())?.to_owned();
+        Some(StoredSymlink { fd, id })
+    }
+
+    /// After the name was removed: deletes the store object when the symlink
+    /// has no link left. A crash in between leaves an unreferenced object,
+    /// which the recovery pass removes.
+    pub(super) fn release_stored_symlink(&self, held: Option<StoredSymlink>) {
+        let Some(h) = held else { return };
+        if let Ok(st) = rustix::fs::fstat(&h.fd)
+            && st.st_nlink == 0
+        {
+            crash_point("unlink:before-unstore");
+            self.unstore_symlink(&format!("{SYMLINK_MARKER_PREFIX}{}", h.id));
+        }
+    }
+
+    /// At a read-write mount: consumes the clean-unmount marker, or (when it
+    /// is absent: the previous mount did not end cleanly, or the vault
+    /// predates the marker) runs the recovery pass over the whole backing
+    /// tree before anything is served.
+    ///
+    /// # Errors
+    /// Backing errors on the root directory.
+    pub(super) fn recover_at_mount(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.with_root(|rfd| {
+            match rustix::fs::unlinkat(rfd, CLEAN_MARKER, AtFlags::empty()) {
+                Ok(()) => {
+                    // Durable before anything changes, so that a power loss
+                    // during this mount does not skip the next recovery.
+                    let _ = rustix::fs::fsync(rfd);
+                    return Ok(());
+                }
+                Err(Errno::NOENT) => {}
+                Err(e) => {
+                    log::warn!(
+                        "fscrypt-fuse: cannot remove {CLEAN_MARKER} ({e}); skipping crash recovery"
+                    );
+                    return Ok(());
+                }
+            }
+            let mut rec = Recovered::default();
+            let store = self.store_dir(false)?;
+            let scan_symlinks = match &store {
+                Some(d) => dir_names(d.as_fd())?.iter().any(|(n, _)| !n.is_empty()),
+                None => false,
+            };
+            let mut referenced = HashSet::new();
+            self.recover_dir(rfd, 0, &mut rec, scan_symlinks.then_some(&mut referenced))?;
+            if let Some(d) = &store {
+                for (n, _) in dir_names(d.as_fd())? {
+                    if (n.starts_with(TMP_PREFIX.as_bytes())
+                        || (layout::is_store_id(&n) && !referenced.contains(&n)))
+                        && rustix::fs::unlinkat(d, n.as_slice(), AtFlags::empty()).is_ok()
+                    {
+                        rec.store_objects += 1;
+                    }
+                }
+            }
+            log::info!("fscrypt-fuse: crash recovery pass: {rec:?}");
+            Ok(())
+        })
+    }
+
+    /// One directory of the recovery pass (see `docs/vault-format.md`).
+    fn recover_dir(
+        &self,
+        dfd: BorrowedFd<'_>,
+        depth: usize,
+        rec: &mut Recovered,
+        mut referenced: Option<&mut HashSet<Vec<u8>>>,
+    ) -> Result<()> {
+        rec.dirs += 1;
+        let entries = dir_names(dfd)?;
+        let names: HashSet<&[u8]> = entries.iter().map(|(n, _)| n.as_slice()).collect();
+        let mut has_meta = false;
+        let mut user = 0u64;
+        for (n, t) in &entries {
+            let n = n.as_slice();
+            let shown = String::from_utf8_lossy(n);
+            match layout::classify(n) {
+                EntryName::Internal => {
+                    if n == DIR_META_NAME.as_bytes() {
+                        has_meta = true;
+                    } else if n.starts_with(TMP_PREFIX.as_bytes()) {
+                        let r = if *t == FileType::Directory {
+                            remove_tree(dfd, n, 0)
+                        } else {
+                            rustix::fs::unlinkat(dfd, n, AtFlags::empty()).map_err(sys)
+                        };
+                        match r {
+                            Ok(()) => rec.tmp += 1,
+                            Err(e) => {
+                                rec.problems += 1;
+                                log::warn!("fscrypt-fuse: recovery: cannot remove {shown}: {e}");
+                            }
+                        }
+                    } else if let Some(entry) = n.strip_suffix(LONG_NAME_SUFFIX.as_bytes())
+                        && entry.starts_with(LONG_PREFIX.as_bytes())
+                        && layout::classify(entry) == EntryName::Long
+                        && !names.contains(entry)
+                        && rustix::fs::unlinkat(dfd, n, AtFlags::empty()).is_ok()
+                    {
+                        rec.side_files += 1;
+                    }
+                }
+                EntryName::Invalid => user += 1,
+                kind @ (EntryName::Short(_) | EntryName::Long) => {
+                    let long = kind == EntryName::Long;
+                    let mut side = n.to_vec();
+                    side.extend_from_slice(LONG_NAME_SUFFIX.as_bytes());
+                    if long && !names.contains(side.as_slice()) {
+                        rec.problems += 1;
+                        log::warn!(
+                            "fscrypt-fuse: recovery: long-name entry {shown} has no side file (not listable)"
+                        );
+                    }
+                    let mut t = *t;
+                    let mut size = None;
+                    if t == FileType::Unknown || t == FileType::RegularFile {
+                        match rustix::fs::statat(dfd, n, AtFlags::SYMLINK_NOFOLLOW) {
+                            Ok(st) => {
+                                t = FileType::from_raw_mode(st.st_mode);
+                                size = Some(st.st_size);
+                            }
+                            Err(_) => continue,
+                        }
+                    }
+                    match t {
+                        // A 0-byte backing file never held a header: left by a
+                        // create interrupted before this version (or by a power
+                        // loss before the header reached the disk). It cannot
+                        // be read or repaired; remove it.
+                        FileType::RegularFile if size == Some(0) => {
+                            if rustix::fs::unlinkat(dfd, n, AtFlags::empty()).is_ok() {
+                                rec.empty_files += 1;
+                                if long {
+                                    let _ = rustix::fs::unlinkat(
+                                        dfd,
+                                        side.as_slice(),
+                                        AtFlags::empty(),
+                                    );
+                                }
+                                log::warn!(
+                                    "fscrypt-fuse: recovery: removed empty backing file {shown} (no header)"
+                                );
+                                continue;
+                            }
+                            user += 1;
+                        }
+                        FileType::Directory => {
+                            user += 1;
+                            if depth >= MAX_DEPTH {
+                                continue;
+                            }
+                            match rustix::fs::openat(
+                                dfd,
+                                n,
+                                OFlags::RDONLY
+                                    | OFlags::DIRECTORY
+                                    | OFlags::NOFOLLOW
+                                    | OFlags::CLOEXEC,
+                                Mode::empty(),
+                            ) {
+                                Ok(sub) => {
+                                    if let Err(e) = self.recover_dir(
+                                        sub.as_fd(),
+                                        depth + 1,
+                                        rec,
+                                        referenced.as_deref_mut(),
+                                    ) {
+                                        rec.problems += 1;
+                                        log::warn!("fscrypt-fuse: recovery: {shown}: {e}");
+                                    }
+                                }
+                                Err(e) => {
+                                    rec.problems += 1;
+                                    log::warn!("fscrypt-fuse: recovery: cannot open {shown}: {e}");
+                                }
+                            }
+                        }
+                        FileType::Symlink => {
+                            user += 1;
+                            if let Some(r) = referenced.as_deref_mut()
+                                && let Ok(target) = rustix::fs::readlinkat(dfd, n, Vec::new())
+                                && let Some(id) = layout::symlink_marker_id(target.as_bytes())
+                            {
+                                r.insert(id.as_bytes().to_vec());
+                            }
+                        }
+                        _ => user += 1,
+                    }
+                }
+            }
+        }
+        if !has_meta && depth > 0 {
+            if user == 0 {
+                // An rmdir (or a rename over this directory) removed the
+                // metadata file and was interrupted before the directory
+                // went: give it a fresh context again, back to the state
+                // before the operation (an empty directory).
+                match self.write_dir_meta(dfd) {
+                    Ok(()) => rec.restored_meta += 1,
+                    Err(e) => {
+                        rec.problems += 1;
+                        log::warn!("fscrypt-fuse: recovery: cannot restore {DIR_META_NAME}: {e}");
+                    }
+                }
+            } else {
+                rec.problems += 1;
+                log::warn!(
+                    "fscrypt-fuse: recovery: a directory with entries has no {DIR_META_NAME} (corrupt)"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a fresh directory metadata file into `dfd` (complete before it
+    /// gets its name).
+    fn write_dir_meta(&self, dfd: BorrowedFd<'_>) -> Result<()> {
+        let h = Header {
+            kind: HeaderKind::Directory,
+            context: self.keys.new_context()?,
+            size: 0,
+        };
+        let tmp = tmp_name()?;
+        let f = rustix::fs::openat(
+            dfd,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(sys)?;
+        let r = File::from(f)
+            .write_all_at(&h.to_bytes()[..HEADER_USED], 0)
+            .map_err(Error::from)
+            .and_then(|()| {
+                rustix::fs::renameat_with(
+                    dfd,
+                    tmp.as_str(),
+                    dfd,
+                    DIR_META_NAME,
+                    RenameFlags::NOREPLACE,
+                )
+                .map_err(sys)
+            });
+        if r.is_err() {
+            let _ = rustix::fs::unlinkat(dfd, tmp.as_str(), AtFlags::empty());
+        }
+        r
+    }
+}
+
+impl Drop for EncryptedFs {
+    /// A clean end of the mount: leaves the clean marker, so that the next
+    /// mount skips the recovery pass.
+    fn drop(&mut self) {
+        if self.opts.read_only {
+            return;
+        }
+        let _ = self.with_root(|rfd| {
+            let f = rustix::fs::openat(
+                rfd,
+                CLEAN_MARKER,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::from_raw_mode(0o600),
+            )
+            .map_err(sys)?;
+            drop(f);
+            rustix::fs::fsync(rfd).map_err(sys)
+        });
+    }
+}
+
+/// The entries of a directory (without `.` and `..`) with their types.
+fn dir_names(dfd: BorrowedFd<'_>) -> Result<Vec<(Vec<u8>, FileType)>> {
+    let mut out = Vec::new();
+    let mut d = rustix::fs::Dir::read_from(dfd).map_err(sys)?;
+    while let Some(ent) = d.read() {
+        let ent = ent.map_err(sys)?;
+        let n = ent.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push((n.to_vec(), ent.file_type()));
+        }
+    }
+    Ok(out)
+}
+
+/// Removes the directory `name` in `parent` and everything in it, never
+/// following a symlink (temporary directories only).
+fn remove_tree(parent: BorrowedFd<'_>, name: &[u8], depth: usize) -> Result<()> {
+    if depth < MAX_DEPTH {
+        let d = rustix::fs::openat(
+            parent,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(sys)?;
+        for (n, t) in dir_names(d.as_fd())? {
+            let is_dir = match t {
+                FileType::Unknown => {
+                    rustix::fs::statat(&d, n.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
+                        .unwrap_or(false)
+                }
+                t => t == FileType::Directory,
+            };
+            if is_dir {
+                remove_tree(d.as_fd(), &n, depth + 1)?;
+            } else {
+                rustix::fs::unlinkat(&d, n.as_slice(), AtFlags::empty()).map_err(sys)?;
+            }
+        }
+    }
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(sys)
+}
