@@ -8,8 +8,8 @@
 //!
 //! The backing store is accessed with `*at` system calls relative to the
 //! backing directory fds held by directory inodes, so renames of ancestors
-//! never invalidate anything. The storage format is described in `layout.rs`
-//! and `docs/vault-format.md`.
+//! never invalidate anything. The storage format is described in
+//! `fscrypt_vault::layout` and `docs/vault-format.md`.
 
 mod attr;
 mod backing;
