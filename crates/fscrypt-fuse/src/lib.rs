@@ -19,6 +19,7 @@ mod crypt;
 mod error;
 mod fs;
 mod fuse;
+mod fusermount;
 mod handles;
 mod inodes;
 pub mod layout;
@@ -159,7 +160,8 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
 /// device's POLLERR as "still mounted"), which can take down a new mount
 /// made at the same place in the meantime (unmount, then remount at once).
 /// Mounting ourselves also records the subtype (`fuse.fscrypt-rs` in
-/// /proc/mounts). Without root, fuser mounts through `fusermount3`.
+/// /proc/mounts). Without root, the setuid `fusermount3` mounts and hands
+/// us the device (`fusermount.rs`); the session owns no mount either.
 struct MountedSession {
     session: fuser::Session<fuse::FuseAdapter>,
     /// We mounted with mount(2); we unmount, fuser never does.
@@ -173,11 +175,18 @@ fn new_session(
 ) -> Result<MountedSession> {
     use std::os::fd::AsRawFd;
     if !rustix::process::geteuid().is_root() {
-        let session = fuser::Session::new(adapter, mountpoint, &fc).map_err(Error::Io)?;
-        return Ok(MountedSession {
-            session,
-            own_mount: false,
-        });
+        let dev = fusermount::mount(mountpoint, &fc)?;
+        let acl = fc.acl;
+        return match fuser::Session::from_fd(adapter, dev, acl, fc) {
+            Ok(session) => Ok(MountedSession {
+                session,
+                own_mount: true,
+            }),
+            Err(e) => {
+                let _ = unmount(mountpoint);
+                Err(Error::Io(e))
+            }
+        };
     }
     let dev = rustix::fs::open(
         "/dev/fuse",
