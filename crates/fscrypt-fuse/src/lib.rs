@@ -326,11 +326,12 @@ pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
             };
             match result {
                 Ok(()) => break,
-                Err(e) => log::error!(
-                    "fscrypt-fuse: not unmounted: {e}; close them, then press Ctrl-C again \
+                Err(Error::Mount(reason)) => log::error!(
+                    "fscrypt-fuse: not unmounted: {reason}; press Ctrl-C again to retry \
                      (or run `fscrypt-rs unmount {}`)",
                     target.display()
                 ),
+                Err(e) => log::error!("fscrypt-fuse: not unmounted: {e}"),
             }
         }
     });
