@@ -273,9 +273,14 @@ fn new_session(
 /// (`fscrypt-rs unmount`, `fusermount3 -u`, `umount`) or the process gets
 /// SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
 ///
+/// The daemon holds the vault's lock ([`VaultLock`]) while it serves it.
+/// Without root the setuid `fusermount3` mounts (`/dev/fuse` must be
+/// accessible to the user); the daemon keeps running as the caller.
+///
 /// # Errors
-/// [`Error::Mount`] when FUSE is unavailable or the mountpoint is bad,
-/// [`Error::Corrupt`]/[`Error::Io`] when the backing directory cannot be used.
+/// [`Error::Mount`] when FUSE is unavailable (naming why), the mountpoint is
+/// bad or the vault is mounted already, [`Error::Corrupt`]/[`Error::Io`]
+/// when the backing directory cannot be used.
 pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // This process is the daemon: nothing of it may reach a core file.

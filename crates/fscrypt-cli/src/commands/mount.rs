@@ -10,6 +10,13 @@
 //! and waits until the mount point shows up in `/proc/self/mountinfo` or
 //! the daemon exits.
 //!
+//! Before any secret is asked for, the mount point and the vault are
+//! checked (`mounts.rs`): a non-empty directory (unless `--nonempty`), a
+//! mount or a dead mount already there, a mount point inside the vault or
+//! the vault inside it, and a vault mounted elsewhere are refused, each
+//! with a one-line reason. Without root, the daemon mounts through the
+//! setuid `fusermount3` and runs as the caller.
+//!
 //! The same binary is the mount(8) helper when called as
 //! `mount.fscrypt-rs` (a symlink to `fscrypt-rs`), so an fstab line works:
 //!
