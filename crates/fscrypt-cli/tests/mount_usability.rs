@@ -380,18 +380,22 @@ fn refuses_non_empty_nested_and_stacked_mount_points() {
     let mnt = t.sub("plain");
     std::fs::write(mnt.join("a"), b"under").unwrap();
     std::fs::write(mnt.join("b"), b"under").unwrap();
+    // Guards first: a refusal that fails to refuse must not leak a mount.
+    let guard = MountGuard(mnt.clone());
+    let other = t.sub("other");
+    let _g_other = MountGuard(other.clone());
+    let _g_cipher = MountGuard(cipher.clone());
+    let _g_top = MountGuard(t.path().to_path_buf());
     let out = run(args!["mount", cipher, mnt, "--key-file", key]);
     refused(&out, &["not empty", "2 entries", "--nonempty"]);
     assert!(!is_mounted(&mnt));
     // --nonempty mounts over them; they are back after unmounting.
-    let guard = MountGuard(mnt.clone());
     ok(
         &run(args!["mount", cipher, mnt, "--key-file", key, "--nonempty"]),
         "mount --nonempty",
     );
     assert!(!mnt.join("a").exists());
     // Already a mount: named.
-    let other = t.sub("other");
     let out = run(args!["mount", cipher, mnt, "--key-file", key, "--nonempty"]);
     refused(&out, &["already a mount point", "fuse.fscrypt-rs"]);
     // The same vault elsewhere: the first mount point is named.
@@ -407,6 +411,7 @@ fn refuses_non_empty_nested_and_stacked_mount_points() {
     refused(&out, &["the vault itself"]);
     let inside = cipher.join("inside");
     std::fs::create_dir(&inside).unwrap();
+    let _g_inside = MountGuard(inside.clone());
     let out = run(args!["mount", cipher, inside, "--key-file", key]);
     refused(&out, &["inside the vault"]);
     std::fs::remove_dir(&inside).unwrap();
