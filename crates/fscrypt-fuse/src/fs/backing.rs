@@ -261,10 +261,7 @@ impl EncryptedFs {
             }
             std::thread::yield_now();
         }
-        let orphan = match inode.orphan.lock() {
-            Ok(o) => o.as_ref().map(|fd| fd.try_clone()),
-            Err(_) => None,
-        };
+        let orphan = inode.orphan.lock()?.as_ref().map(|fd| fd.try_clone());
         if let Some(fd) = orphan {
             let fd = fd.map_err(Error::Io)?;
             if let Some(f) = self.check_found(inode, fd, write)? {
