@@ -4,13 +4,13 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
 
+use fscrypt::NAME_MAX;
 use fscrypt::fname::is_dot_or_dotdot;
 use fscrypt::hooks::{PresentedName, present_entry};
 
 use crate::error::{Corruption, Error, Result, WrongType};
 use crate::handles::{DirEntry, FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind, ROOT};
-use crate::layout::NAME_MAX;
 
 use super::{EncryptedFs, FsStats, sys};
 

@@ -9,15 +9,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use fscrypt::FnameBuf;
 use fscrypt::fname::{FNAME_MIN_MSG_LEN, is_dot_or_dotdot};
 use fscrypt::hooks::{FscryptName, LinkInode};
+use fscrypt::{FnameBuf, NAME_MAX};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Inode, Kind};
-use crate::layout::{self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName, NAME_MAX};
+use crate::layout::{self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
 use super::{EncryptedFs, sys};
