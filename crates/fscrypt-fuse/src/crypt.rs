@@ -131,11 +131,7 @@ impl Keys {
 
 /// The 40 context bytes of `policy` with `nonce`.
 pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
-    let c = Context::new(&Policy::V2(*policy), nonce);
-    let b = c.to_bytes();
-    let mut out = [0u8; CONTEXT_SIZE];
-    out.copy_from_slice(&b);
-    out
+    fscrypt_vault::root::context_bytes(policy, nonce)
 }
 
 /// Fills `buf` from the system random generator.
@@ -143,5 +139,5 @@ pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
 /// # Errors
 /// [`Error::Io`] if the generator fails.
 pub fn random(buf: &mut [u8]) -> Result<()> {
-    getrandom::fill(buf).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
+    fscrypt_crypto::random_bytes(buf).map_err(|e| Error::Io(std::io::Error::other(e)))
 }

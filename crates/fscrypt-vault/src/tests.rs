@@ -1,6 +1,14 @@
 //! Vault tests without mounting: init, open, unlock, tampering.
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use fscrypt::EncryptionMode;
+use fscrypt_crypto::SecretBuf;
+
+use crate::config::{self, CONFIG_NAME, ConfigError, ConfigRecord, ProtectorRecord};
+use crate::protector::{self, MASTER_KEY_SIZE, SALT_SIZE};
+use crate::wrap;
+use crate::*;
 
 const CHEAP: Argon2Params = Argon2Params {
     m_cost_kib: 64,
@@ -202,11 +210,10 @@ fn tampering_is_detected() {
     // forger with the key file could make): the identifier check catches it.
     std::fs::write(Vault::config_path(&t.0), &original).unwrap();
     edit_config(&t.0, |r| {
-        let ad = protector::associated_data(config::KIND_KEY_FILE, &r.policy.to_uapi_bytes());
+        let ad = wrap::associated_data(config::KIND_KEY_FILE, &r.policy.to_uapi_bytes());
         let salt = [5u8; SALT_SIZE];
         let wrapping = protector::key_file_wrapping_key(&key, &salt).unwrap();
-        let (nonce, wrapped_key) =
-            protector::seal(&wrapping, &ad, &[0x42; MASTER_KEY_SIZE]).unwrap();
+        let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, &[0x42; MASTER_KEY_SIZE]).unwrap();
         r.protectors = vec![ProtectorRecord::KeyFile {
             salt,
             nonce,
