@@ -7,6 +7,7 @@
 //! | [`tempdir`] | [`TempDir`]: a unique directory below the temp dir, removed on drop |
 //! | [`skip`] | loud skip checks (root, /dev/fuse, fusermount3, setpriv, tools) and [`need_fuse!`] |
 //! | [`mount`] | mountinfo checks, waits, [`MountGuard`] for the real binary, [`BindGuard`], [`clear_mount`] |
+//! | [`cli`] | driving the real `fscrypt-rs` binary (init with a key file) |
 //! | [`run`] | running a command with stdin bytes and a timeout, [`os_args!`], `text` |
 //! | [`users`] | `setpriv` wrappers that run a command as another user (uid 65534) |
 //! | [`bytes`] | hex, substring search, a deterministic xorshift generator |
@@ -21,6 +22,7 @@
 
 pub mod alloc;
 pub mod bytes;
+pub mod cli;
 pub mod env;
 pub mod fixture;
 #[cfg(feature = "fuse")]

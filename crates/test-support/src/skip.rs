@@ -78,3 +78,23 @@ macro_rules! need_fuse {
         }
     };
 }
+
+/// Why the real binary cannot mount here (it needs root and /dev/fuse), or
+/// `None` if it can.
+pub fn mount_unavailable() -> Option<String> {
+    let root = is_root();
+    let fuse = Path::new("/dev/fuse").exists();
+    (!root || !fuse).then(|| format!("needs root and /dev/fuse (root: {root}, /dev/fuse: {fuse})"))
+}
+
+/// Whether the real binary (`fscrypt-rs mount`) can mount here; prints a
+/// loud reason when not.
+pub fn can_mount(test: &str) -> bool {
+    match mount_unavailable() {
+        Some(r) => {
+            skip(test, &r);
+            false
+        }
+        None => true,
+    }
+}
