@@ -9,8 +9,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
 #[test]
 fn completions_and_man_pages_match_the_command_line() {
-    let dir = std::env::temp_dir().join(format!("fscrypt-rs-docs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = test_support::TempDir::new("docs");
+    let dir = tmp.join("prefix");
     let out = Command::new(BIN)
         .args(["install-docs", "--prefix"])
         .arg(&dir)
@@ -71,5 +71,4 @@ fn completions_and_man_pages_match_the_command_line() {
             String::from_utf8_lossy(&ok.stderr)
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
