@@ -11,15 +11,10 @@ const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 fn completions_and_man_pages_match_the_command_line() {
     let tmp = test_support::TempDir::new("docs");
     let dir = tmp.join("prefix");
-    let out = Command::new(BIN)
-        .args(["install-docs", "--prefix"])
-        .arg(&dir)
-        .output()
-        .expect("run install-docs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    test_support::run::succeed(
+        Command::new(BIN)
+            .args(["install-docs", "--prefix"])
+            .arg(&dir),
     );
     let share = dir.join("share");
     let read = |rel: &str| {

@@ -45,15 +45,7 @@ fn make_image(block: u32, extents: bool) -> Option<(TempDir, PathBuf)> {
         args.extend(["-O", "^extent,^64bit"]);
     }
     args.push(image.to_str().expect("utf-8"));
-    let out = Command::new("mkfs.ext4")
-        .args(&args)
-        .output()
-        .expect("mkfs");
-    assert!(
-        out.status.success(),
-        "mkfs: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    test_support::run::succeed(Command::new("mkfs.ext4").args(&args));
     Some((dir, image))
 }
 

@@ -107,17 +107,7 @@ impl Drop for MountGuard {
 /// `<bin> unmount <mnt>`, asserting that it succeeds and that the mount is
 /// gone within 10 s.
 pub fn unmount_with(bin: &Path, mnt: &Path) {
-    let out = Command::new(bin)
-        .arg("unmount")
-        .arg(mnt)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run unmount");
-    assert!(
-        out.status.success(),
-        "unmount: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::run::succeed(Command::new(bin).arg("unmount").arg(mnt));
     assert!(
         wait_unmounted(mnt, Duration::from_secs(10)),
         "{} still mounted",

@@ -63,3 +63,16 @@ pub fn text(b: &[u8]) -> String {
 macro_rules! os_args {
     ($($a:expr),* $(,)?) => { &[$(::std::ffi::OsStr::new(&$a)),*] };
 }
+
+/// [`output`] with no stdin, asserting that the program succeeds (the
+/// failure names the command and shows its stderr).
+pub fn succeed(cmd: &mut Command) -> Output {
+    let out = output(cmd, b"");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}",
+        out.status,
+        text(&out.stderr)
+    );
+    out
+}
