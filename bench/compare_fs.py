@@ -11,6 +11,12 @@ page cache dropped before every read measurement:
   4. `ls -l` of the 10,000-file directory: seconds
   5. extract a ~100 MB tar of small files (from /usr/include, /usr/share),
      `du -s`, `rm -rf`: seconds
+  6. the seed's own benchmark, bench/create_files.c (compiled here): N times
+     open(O_CREAT), write 4096 bytes, close, N = 2000 and 10,000: files/s
+  7. parallelism: 4 processes creating files in 4 directories at once, and 4
+     readers of 4 different files (cold) at once: aggregate files/s and MB/s,
+     beside the same work by 1 process
+  8. the FUSE daemon's memory after the workloads: VmRSS and peak VmHWM (MiB)
 CPU: user+sys seconds of the workload (this process and its children), plus
 the FUSE daemon (/proc/<pid>/stat), plus kernel threads (kworkers doing
 kernel fscrypt's and the loop device's work).
@@ -414,6 +420,57 @@ def rand_read_iops(path, size, seconds, fio):
     return n / (time.perf_counter() - t0)
 
 
+def build_seed(work):
+    """Compiles bench/create_files.c (the seed's create loop) into work/."""
+    out = os.path.join(work, "create_files")
+    run(["cc", "-O2", "-o", out, os.path.join(REPO, "bench", "create_files.c")])
+    return out
+
+
+def seed_create(seed_bin, d, n):
+    """Seconds the seed program takes for n files in d."""
+    return float(run([seed_bin, d, str(n)], capture=True).stdout.strip())
+
+
+def parallel_create(seed_bin, dirs, n):
+    """Aggregate files/s of len(dirs) seed programs at once, n files each."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([seed_bin, d, str(n)], stdout=subprocess.DEVNULL) for d in dirs]
+    codes = [pr.wait() for pr in procs]
+    secs = time.perf_counter() - t0
+    if any(codes):
+        raise RuntimeError(f"parallel create failed: exit codes {codes}")
+    return len(dirs) * n / secs
+
+
+def parallel_read(paths):
+    """Aggregate MB/s of one reader process per path, all at once (cold)."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(["dd", f"if={p}", "of=/dev/null", "bs=1M", "status=none"])
+             for p in paths]
+    codes = [pr.wait() for pr in procs]
+    secs = time.perf_counter() - t0
+    if any(codes):
+        raise RuntimeError(f"parallel read failed: exit codes {codes}")
+    return sum(os.path.getsize(p) for p in paths) / secs / 1e6
+
+
+def daemon_memory_mib(pids):
+    """(VmRSS, VmHWM) in MiB summed over the daemon pids, or None."""
+    rss = hwm = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("VmHWM:"):
+                        hwm += int(line.split()[1])
+        except OSError:
+            return None
+    return (rss / 1024, hwm / 1024) if pids else None
+
+
 def timed_cmd(cmd):
     t0 = time.perf_counter()
     run(cmd)
@@ -438,6 +495,14 @@ def metric_defs(p):
         ("tar_x", f"tar x {p['tar_mb']:.0f} MB ({p['tar_files']} files)", "s", False),
         ("du_s", "du -s of the tree (cold)", "s", False),
         ("rm_rf", "rm -rf of the tree", "s", False),
+        (f"seed_create_{n1}", f"seed create_files.c, {n1} files", "files/s", True),
+        (f"seed_create_{n2}", f"seed create_files.c, {n2} files", "files/s", True),
+        ("create_1p", f"create {p['par_n']} files, 1 process", "files/s", True),
+        ("create_4p", f"create 4 x {p['par_n']} files, 4 processes", "files/s", True),
+        ("read_1p", f"read 1 x {p['par_mib']} MiB, 1 process (cold)", "MB/s", True),
+        ("read_4p", f"read 4 x {p['par_mib']} MiB, 4 processes (cold)", "MB/s", True),
+        ("daemon_rss", "FUSE daemon RSS after the workloads", "MiB", False),
+        ("daemon_hwm", "FUSE daemon peak RSS (VmHWM)", "MiB", False),
     ]
 
 
@@ -527,6 +592,57 @@ def run_workloads(fs, d, p, reps, meter, results, progress):
         record("rm_rf", secs, CpuMeter.delta(a, meter.snap()))
         os.sync()
         p["trim"]()
+    # 6. the seed's create loop (C)
+    for n in (n1, n2):
+        for r in range(reps):
+            progress(f"seed create {n} files, rep {r + 1}/{reps}")
+            sub = os.path.join(d, f"seed-{n}-{r}")
+            os.mkdir(sub)
+            a = meter.snap()
+            secs = seed_create(p["seed_bin"], sub, n)
+            record(f"seed_create_{n}", n / secs, CpuMeter.delta(a, meter.snap()))
+            os.sync()
+            rm_tree(sub)
+            os.sync()
+    # 7. parallelism: 1 vs 4 creating processes, 1 vs 4 readers
+    pn, pmib = p["par_n"], p["par_mib"]
+    for r in range(reps):
+        progress(f"create 1 x / 4 x {pn} files, rep {r + 1}/{reps}")
+        dirs = [os.path.join(d, f"par-{r}-{i}") for i in range(5)]
+        for x in dirs:
+            os.mkdir(x)
+        a = meter.snap()
+        rate = parallel_create(p["seed_bin"], dirs[:1], pn)
+        record("create_1p", rate, CpuMeter.delta(a, meter.snap()))
+        a = meter.snap()
+        rate = parallel_create(p["seed_bin"], dirs[1:], pn)
+        record("create_4p", rate, CpuMeter.delta(a, meter.snap()))
+        for x in dirs:
+            rm_tree(x)
+        os.sync()
+    files = [os.path.join(d, f"par-read-{i}.bin") for i in range(4)]
+    for f in files:
+        write_seq(f, pmib * MiB)
+    for r in range(reps):
+        progress(f"read 1 x / 4 x {pmib} MiB, rep {r + 1}/{reps}")
+        drop_caches()
+        a = meter.snap()
+        rate = parallel_read(files[:1])
+        record("read_1p", rate, CpuMeter.delta(a, meter.snap()))
+        drop_caches()
+        a = meter.snap()
+        rate = parallel_read(files)
+        record("read_4p", rate, CpuMeter.delta(a, meter.snap()))
+    for f in files:
+        rm_tree(f)
+    os.sync()
+    p["trim"]()
+    # 8. the daemon's memory after all of the above
+    mem = daemon_memory_mib(fs.daemon_pids())
+    if fs.fuse and mem:
+        zero = {"workload": 0.0, "daemon": 0.0, "kthreads": 0.0, "total": 0.0}
+        record("daemon_rss", mem[0], zero)
+        record("daemon_hwm", mem[1], zero)
 
 
 # ---------------------------------------------------------------- setup
@@ -539,6 +655,7 @@ def ensure_packages(fio_wanted):
         ("mkfs.ext4", "e2fsprogs"),
         ("losetup", "mount"),
         ("tar", "tar"),
+        ("cc", "gcc"),
     ]:
         if not shutil.which(cmd):
             need.append(pkg)
@@ -768,6 +885,8 @@ def main():
         "rand_mib": 32 if quick else 256,
         "rand_s": 3 if quick else 20,
         "tar_target": (10 if quick else 100) * 1000 * 1000,
+        "par_n": 500 if quick else 2500,
+        "par_mib": 16 if quick else 128,
     }
     img_gib = args.image_gib or (1 if quick else 3)
     only = set(args.only.split(",")) if args.only else None
@@ -810,10 +929,12 @@ def main():
         tmpfs_size = int(img_gib * 1024 + 512)
         run(["mount", "-t", "tmpfs", "-o", f"size={tmpfs_size}m,mode=0700", "tmpfs", ctx.work])
         cleanup.push("tmpfs", lambda: unmount(ctx.work))
+        p["seed_bin"] = build_seed(ctx.work)
         log("building the tar of small files")
         tar, nfiles, tbytes = build_tar(ctx.work, p["tar_target"])
         p["tar_path"], p["tar_files"], p["tar_mb"] = tar, nfiles, tbytes / 1e6
-        report["params"] = {k: v for k, v in p.items() if k not in ("tar_path", "trim")}
+        report["params"] = {k: v for k, v in p.items()
+                            if k not in ("tar_path", "trim", "seed_bin")}
         img = os.path.join(ctx.work, "ext4.img")
         with open(img, "wb") as f:
             f.truncate(int(img_gib * 1024 * MiB))
