@@ -216,7 +216,7 @@ fn init_refuses_inode_number_flags_and_bad_policies() {
         &["--data-unit-size", "1000"],
         &["--contents", "sm4-xts"],
     ] {
-        let dir = t.sub(&format!("bad{}", bad.join("")));
+        let dir = t.sub(format!("bad{}", bad.join("")));
         let mut owned: Vec<std::ffi::OsString> = vec!["init".into(), dir.clone().into()];
         owned.extend(bad.iter().map(|s| s.into()));
         owned.push("--new-key-file".into());
@@ -577,8 +577,8 @@ fn every_policy_option_mounts_and_round_trips() {
         &["--data-unit-size", "1024", "--padding", "32"],
     ];
     for (i, opts) in cases.iter().enumerate() {
-        let cipher = t.sub(&format!("c{i}"));
-        let mnt = t.sub(&format!("m{i}"));
+        let cipher = t.sub(format!("c{i}"));
+        let mnt = t.sub(format!("m{i}"));
         let key = t.path().join(format!("k{i}"));
         let mut owned: Vec<std::ffi::OsString> = vec!["init".into(), cipher.clone().into()];
         owned.extend(opts.iter().map(|s| s.into()));

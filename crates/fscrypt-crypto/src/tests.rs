@@ -120,8 +120,7 @@ fn cts_sm4_vectors() {
 /// checked with xfstests' fscrypt-crypt-util), against every implementation.
 #[test]
 fn cts_aes_256_fscrypt_filenames() {
-    let text = std::fs::read_to_string(vectors_dir().join("fscrypt_format_vectors.json")).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let v = test_support::vectors::load("fscrypt_format_vectors.json");
     let mut n = 0;
     for (i, e) in v["filenames"].as_array().unwrap().iter().enumerate() {
         if e["filenames_mode"].as_u64() != Some(4) {

@@ -4,8 +4,6 @@
 //! The vectors directory is `$FSCRYPT_VECTORS_DIR`, or the repository's own
 //! `testdata/vectors` (a copy of the agreed set; see its README).
 
-use std::path::PathBuf;
-
 use fscrypt::crypt_util::{CryptUtilParams, Kdf, UnitCrypter, cipher_by_name};
 use fscrypt::nokey::{self, NoKeyName, legacy};
 use fscrypt::{
