@@ -94,4 +94,24 @@ pub enum Error {
         /// The failing backend function.
         call: &'static str,
     },
+    /// Argon2id refused its input (RFC 9106 bounds: salt, memory, passes,
+    /// lanes, output length).
+    #[error("Argon2id: {reason}")]
+    Argon2 {
+        /// Which input was refused.
+        reason: &'static str,
+    },
+    /// An AEAD tag did not verify: wrong key, or nonce, associated data,
+    /// ciphertext or tag altered.
+    #[error("{algorithm}: authentication failed (wrong key, or the data was altered)")]
+    AuthenticationFailed {
+        /// The AEAD (e.g. `"XChaCha20-Poly1305"`).
+        algorithm: &'static str,
+    },
+    /// The operating system's random number generator failed.
+    #[error("the operating system's random number generator failed (errno {code:?})")]
+    Random {
+        /// The errno, when the failure came from a system call.
+        code: Option<i32>,
+    },
 }

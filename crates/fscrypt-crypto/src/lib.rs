@@ -11,6 +11,9 @@
 //!   per-request-allocating and offload implementations like fscrypt does.
 //! * Hash/KDF building blocks: [`sha256`], [`hmac_sha512`], [`HkdfSha512`],
 //!   [`siphash24`], [`aes128_ecb_encrypt`], [`aes256_cmac`].
+//! * For the fscrypt-rs vault (not the kernel format): [`argon2id`] (the
+//!   passphrase KDF), [`aead`] (XChaCha20-Poly1305 key wrapping) and
+//!   [`random_bytes`].
 //!
 //! Block ciphers, hashes and stream ciphers come from RustCrypto and aws-lc;
 //! the modes assembled from them (XTS tweak loop and stealing, CS3 stealing,
@@ -28,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod adiantum;
+pub mod aead;
 mod algorithm;
 pub mod awslc;
 #[cfg(feature = "bench")]
@@ -40,9 +44,11 @@ mod essiv;
 mod hctr2;
 mod kat;
 mod kdf;
+mod password;
 mod poly1305;
 mod prepared;
 mod providers;
+mod random;
 pub mod registry;
 mod secret;
 mod xts;
@@ -54,7 +60,9 @@ pub use kdf::{
     HKDF_SHA512_MAX_OUTPUT, HkdfSha512, aes128_ecb_encrypt, aes256_cmac, hmac_sha512, sha256,
     sha512, siphash24,
 };
+pub use password::argon2id;
 pub use prepared::{CipherKey, PreparedKey};
+pub use random::random_bytes;
 pub use secret::SecretBuf;
 
 #[cfg(test)]

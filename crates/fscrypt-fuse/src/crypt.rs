@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyV2};
+use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey, PolicyV2};
 
 use crate::error::{Corruption, Error, Result};
 use crate::layout::CONTEXT_SIZE;
@@ -119,11 +119,7 @@ impl Keys {
 
 /// The 40 context bytes of `policy` with `nonce`.
 pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
-    let c = Context::new(&Policy::V2(*policy), nonce);
-    let b = c.to_bytes();
-    let mut out = [0u8; CONTEXT_SIZE];
-    out.copy_from_slice(&b);
-    out
+    fscrypt_vault::root::context_bytes(policy, nonce)
 }
 
 /// The kernel's no-key name of a ciphertext name as a directory without
@@ -142,5 +138,5 @@ pub fn nokey_decode(name: &[u8]) -> Option<fscrypt::nokey::NoKeyName> {
 /// # Errors
 /// [`Error::Io`] if the generator fails.
 pub fn random(buf: &mut [u8]) -> Result<()> {
-    getrandom::fill(buf).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
+    fscrypt_crypto::random_bytes(buf).map_err(|e| Error::Io(std::io::Error::other(e)))
 }

@@ -2,48 +2,10 @@
 
 use std::io;
 
-/// Ways backing-store content can be corrupt. Each one makes the affected
-/// object answer `EIO` (and a log line names its backing path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Corruption {
-    /// The header is shorter than its 72 bytes (truncated file or metadata file).
-    #[error("header truncated")]
-    ShortHeader,
-    /// The header does not start with `FSCRYPT\0`.
-    #[error("bad header magic")]
-    BadMagic,
-    /// The header's format version is not one we know.
-    #[error("unknown header format version {0}")]
-    UnknownVersion(u8),
-    /// The header's kind byte is unknown or not what the object needs.
-    #[error("unexpected header kind {0}")]
-    UnknownKind(u8),
-    /// Region size or reserved bytes are wrong.
-    #[error("bad header field")]
-    BadHeaderField,
-    /// The header checksum does not match.
-    #[error("header checksum mismatch")]
-    BadChecksum,
-    /// The stored context cannot be parsed or its policy differs from the vault's.
-    #[error("encryption context invalid or of another policy")]
-    BadContext,
-    /// The backing file length is not header + whole data units.
-    #[error("backing file length is not header + whole data units")]
-    BadLength,
-    /// An encrypted name does not decode or decrypt (kernel: EUCLEAN).
-    #[error("corrupt encrypted name")]
-    BadName,
-    /// A long-name side file is missing or does not match its entry.
-    #[error("corrupt long-name side file")]
-    BadLongName,
-    /// A symlink's stored target does not decode or decrypt.
-    #[error("corrupt encrypted symlink")]
-    BadSymlink,
-    /// A directory has no readable metadata file.
-    #[error("directory metadata file missing")]
-    MissingDirMeta,
-}
+/// Ways backing-store content can be corrupt: defined with the layout in
+/// `fscrypt-vault`. Each one makes the affected object answer `EIO` (and a
+/// log line names its backing path).
+pub use fscrypt_vault::Corruption;
 
 /// Errors of [`crate::EncryptedFs`] and of mounting.
 #[derive(Debug, thiserror::Error)]

@@ -9,9 +9,10 @@
 //!
 //! Layering: [`EncryptedFs`] (`fs.rs`) is the filesystem, testable without
 //! FUSE; `fuse.rs` is a thin `fuser` adapter; `inodes.rs` and `handles.rs`
-//! own their tables and locks; `layout.rs` owns the bytes of the format;
-//! `crypt.rs` is the seam to the `fscrypt` crate. The vault configuration and
-//! key protectors live in `vault.rs`.
+//! own their tables and locks; `crypt.rs` is the seam to the `fscrypt` crate.
+//! The bytes of the format ([`layout`]), the root ([`create_root`]) and the
+//! vault configuration and key protectors ([`vault`]) are the
+//! `fscrypt-vault` crate, re-exported here.
 
 #![forbid(unsafe_code)]
 
@@ -21,15 +22,18 @@ mod fs;
 mod fuse;
 mod handles;
 mod inodes;
-pub mod layout;
-pub mod vault;
 
 use std::path::{Path, PathBuf};
 
 pub use crate::error::{Corruption, Error, Result, WrongType};
-pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime, create_root};
+pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime};
 pub use crate::handles::FileHandle;
 pub use crate::inodes::{INODE_STATE_BYTES, InodeNo, Kind, ROOT, live_inodes};
+/// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
+pub use fscrypt_vault as vault;
+pub use fscrypt_vault::create_root;
+/// The backing layout: headers, names, symlinks (`fscrypt_vault::layout`).
+pub use fscrypt_vault::layout;
 
 /// How to mount a vault.
 pub struct MountConfig {

@@ -1,12 +1,12 @@
 //! `fscrypt-rs init CIPHERDIR`: create a vault (random master key, root v2
-//! policy, protectors) in an empty directory. Logic: `fscrypt_fuse::vault`.
+//! policy, protectors) in an empty directory. Logic: `fscrypt_vault`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use fscrypt::EncryptionMode;
-use fscrypt_fuse::vault::{InitOptions, Vault};
+use fscrypt_vault::{InitOptions, Vault};
 
 use super::secret;
 
@@ -155,10 +155,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     }
     if opts.key_file.is_none() || args.passphrase {
         opts.passphrase = Some(secret::read_passphrase("New passphrase: ", true)?);
-        if fscrypt_fuse::vault::Argon2Params::from_env()?.is_some() {
+        if fscrypt_vault::Argon2Params::from_env()?.is_some() {
             eprintln!(
                 "fscrypt-rs: warning: weak Argon2id costs from {} (meant for tests)",
-                fscrypt_fuse::vault::protector::ARGON2_ENV
+                fscrypt_vault::cost::ARGON2_ENV
             );
         } else {
             eprintln!(

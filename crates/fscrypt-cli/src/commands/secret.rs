@@ -2,7 +2,7 @@
 //! echo, or stdin read once) and key files; the exit code for a wrong one.
 //!
 //! Shared by `init`, `mount` and `demo`; the cryptography is in
-//! `fscrypt_fuse::vault`.
+//! `fscrypt_vault`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -21,7 +21,7 @@ pub const EXIT_WRONG_SECRET: u8 = 12;
 const MAX_PASSPHRASE: usize = 4096;
 
 /// Prints the one-line message for a wrong secret and returns its exit code.
-pub fn wrong_secret(err: &fscrypt_fuse::vault::Error) -> ExitCode {
+pub fn wrong_secret(err: &fscrypt_vault::Error) -> ExitCode {
     eprintln!("fscrypt-rs: {err}");
     ExitCode::from(EXIT_WRONG_SECRET)
 }
@@ -171,7 +171,7 @@ pub fn read_key_file(path: &Path) -> anyhow::Result<SecretBuf> {
 /// The file exists, I/O errors, RNG failure.
 pub fn generate_key_file(path: &Path) -> anyhow::Result<SecretBuf> {
     let mut key = SecretBuf::new(64);
-    fscrypt_fuse::vault::protector::random_bytes(&mut key)?;
+    fscrypt_vault::protector::random_bytes(&mut key)?;
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -8,8 +8,8 @@
 //!
 //! The backing store is accessed with `*at` system calls relative to the
 //! backing directory fds held by directory inodes, so renames of ancestors
-//! never invalidate anything. The storage format is described in `layout.rs`
-//! and `docs/vault-format.md`.
+//! never invalidate anything. The storage format is described in
+//! `fscrypt_vault::layout` and `docs/vault-format.md`.
 
 mod attr;
 mod backing;
@@ -39,7 +39,7 @@ use crate::crypt::Keys;
 use crate::error::{Error, Result, WrongType};
 use crate::handles::HandleTable;
 use crate::inodes::{Ident, Inode, InodeNo, InodeTable, Kind, ROOT};
-use crate::layout::{DIR_META_NAME, Header, HeaderKind, NAME_MAX};
+use crate::layout::NAME_MAX;
 
 /// Who is calling (from the FUSE request): owner of created entries.
 #[derive(Debug, Clone, Copy)]
@@ -328,46 +328,5 @@ impl EncryptedFs {
             log::error!("fscrypt-fuse: corrupt backing object {}: {e}", p.display());
         }
         r
-    }
-}
-
-/// Writes the root directory's metadata file (a fresh context of `policy`)
-/// into an existing, empty backing directory.
-///
-/// # Errors
-/// [`Error::AlreadyInitialized`] if it already has one, backing errors.
-pub fn create_root(backing_dir: &Path, policy: &fscrypt::PolicyV2) -> Result<()> {
-    let mut nonce = [0u8; 16];
-    crate::crypt::random(&mut nonce)?;
-    let h = Header {
-        kind: HeaderKind::Directory,
-        context: crate::crypt::context_bytes(policy, nonce),
-        size: 0,
-    };
-    let path = backing_dir.join(DIR_META_NAME);
-    let f = match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode_0600()
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(Error::AlreadyInitialized(backing_dir.to_path_buf()));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    f.write_all_at(&h.to_bytes(), 0)?;
-    f.sync_all()?;
-    Ok(())
-}
-
-trait Mode0600 {
-    fn mode_0600(&mut self) -> &mut Self;
-}
-impl Mode0600 for std::fs::OpenOptions {
-    fn mode_0600(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.mode(0o600)
     }
 }

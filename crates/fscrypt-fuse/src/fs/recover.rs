@@ -237,7 +237,7 @@ impl EncryptedFs {
         target: &[u8],
     ) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
         if !layout::is_symlink_marker(target) {
-            return layout::decode_symlink(target);
+            return Ok(layout::decode_symlink(target)?);
         }
         let bad = || Error::Corrupt(Corruption::BadSymlink);
         let id = layout::symlink_marker_id(target).ok_or_else(bad)?;
@@ -258,7 +258,7 @@ impl EncryptedFs {
                 k => n += k,
             }
         }
-        layout::decode_store_object(&buf[..n])
+        Ok(layout::decode_store_object(&buf[..n])?)
     }
 
     /// Before removing the name `name` in `dir` (unlink, rename over it):

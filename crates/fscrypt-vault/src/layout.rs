@@ -4,9 +4,10 @@
 //!
 //! This module owns the *bytes* of the vault format (documented in
 //! `docs/vault-format.md`); it does no I/O and no cryptography beyond hashing
-//! long names. Everything cryptographic comes from the `fscrypt` crate.
+//! long names. Everything cryptographic comes from the `fscrypt` crate. Bytes
+//! that break the layout are a [`Corruption`].
 
-use crate::error::{Corruption, Error};
+pub use crate::error::Corruption;
 
 /// Size in bytes of the region at the start of every backing regular file that
 /// holds the [`Header`]. Data unit `i` is stored at backing offset
@@ -345,14 +346,14 @@ pub fn classify(name: &[u8]) -> EntryName {
 /// Validates a long-name side file's content against the entry name's hash.
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the content is empty, longer than 255 bytes or does
-/// not hash to the name.
-pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Error> {
+/// [`Corruption::BadLongName`] when the content is shorter than 16 bytes,
+/// longer than 255 bytes or does not hash to the name.
+pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Corruption> {
     if ct.len() < 16 || ct.len() > NAME_MAX {
-        return Err(Error::Corrupt(Corruption::BadLongName));
+        return Err(Corruption::BadLongName);
     }
     if BackingName::from_ciphertext(ct).name != entry {
-        return Err(Error::Corrupt(Corruption::BadLongName));
+        return Err(Corruption::BadLongName);
     }
     Ok(())
 }
@@ -382,12 +383,12 @@ pub fn encode_symlink(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> String {
 /// Decodes a backing symlink target into (context, blob).
 ///
 /// # Errors
-/// [`Error::Corrupt`] when the target is not base64url or too short.
-pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Error> {
+/// [`Corruption::BadSymlink`] when the target is not base64url or too short.
+pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Corruption> {
     let mut raw = vec![0u8; target.len()];
-    let n = b64_decode(target, &mut raw).ok_or(Error::Corrupt(Corruption::BadSymlink))?;
+    let n = b64_decode(target, &mut raw).ok_or(Corruption::BadSymlink)?;
     if n < CONTEXT_SIZE + 3 {
-        return Err(Error::Corrupt(Corruption::BadSymlink));
+        return Err(Corruption::BadSymlink);
     }
     let mut ctx = [0u8; CONTEXT_SIZE];
     ctx.copy_from_slice(&raw[..CONTEXT_SIZE]);
@@ -439,10 +440,10 @@ pub fn encode_store_object(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Vec<u8>
 /// Parses a symlink store object into (context, blob).
 ///
 /// # Errors
-/// [`Error::Corrupt`] (`BadSymlink`) on a bad magic, version, kind, length or
+/// [`Corruption::BadSymlink`] on a bad magic, version, kind, length or
 /// checksum.
-pub fn decode_store_object(b: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Error> {
-    let bad = Error::Corrupt(Corruption::BadSymlink);
+pub fn decode_store_object(b: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Corruption> {
+    let bad = Corruption::BadSymlink;
     if b.len() < 12 + CONTEXT_SIZE + 3 + 8
         || b.len() > 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8
     {

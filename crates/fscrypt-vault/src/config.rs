@@ -2,7 +2,8 @@
 //! and the atomic, never-overwriting write.
 //!
 //! Owns bytes on disk only; what the fields mean cryptographically is in
-//! `vault::protector`, the policy's meaning in the `fscrypt` crate.
+//! [`crate::protector`] and [`crate::wrap`], the policy's meaning in the
+//! `fscrypt` crate.
 //!
 //! Layout (all binary values lowercase hex, see docs/vault-format.md,
 //! "Vault configuration and protectors"):
@@ -32,7 +33,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::protector::{Argon2Params, NONCE_SIZE, SALT_SIZE, WRAPPED_KEY_SIZE};
+use crate::cost::Argon2Params;
+use crate::protector::SALT_SIZE;
+use crate::wrap::{NONCE_SIZE, WRAPPED_KEY_SIZE};
 
 /// File name of the vault config inside the cipher directory. It contains
 /// '.', which the base64url alphabet of encrypted names (spec §8.1) never
@@ -63,10 +66,12 @@ const AEAD_XCHACHA: &str = "xchacha20-poly1305";
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file is not a valid vault config; the text says which field.
-    #[error("not a valid vault config: {0}")]
+    #[error("not a valid vault config: {0}; restore it from a backup")]
     Invalid(String),
     /// The config is larger than [`MAX_CONFIG_SIZE`].
-    #[error("the config is larger than {MAX_CONFIG_SIZE} bytes")]
+    #[error(
+        "the config is larger than {MAX_CONFIG_SIZE} bytes, so it is not a vault config; restore it from a backup"
+    )]
     TooLarge,
     /// A config file already exists; it is never overwritten.
     #[error("a vault config already exists; refusing to overwrite it")]
@@ -394,7 +399,7 @@ pub fn write_new_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<(), C
         return Err(ConfigError::AlreadyExists);
     }
     let mut rnd = [0u8; 8];
-    super::protector::random_bytes(&mut rnd).map_err(|e| std::io::Error::other(e.to_string()))?;
+    fscrypt_crypto::random_bytes(&mut rnd).map_err(std::io::Error::other)?;
     let tmp_path = dir.join(format!("{name}.tmp-{}", hex::encode(rnd)));
     let result = (|| {
         let mut file = OpenOptions::new()
@@ -516,11 +521,9 @@ mod tests {
 
     #[test]
     fn atomic_write_is_0600_and_never_overwrites() {
-        let dir =
-            std::env::temp_dir().join(format!("fscrypt-rs-config-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let t = test_support::TempDir::new("config-test");
+        let dir = t.path().to_path_buf();
         let path = dir.join(CONFIG_NAME);
-        let _ = std::fs::remove_file(&path);
         write_new_atomic(&dir, CONFIG_NAME, b"first").unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);

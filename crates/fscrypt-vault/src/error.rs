@@ -1,0 +1,172 @@
+//! The crate's errors: [`Error`] for creating, opening and unlocking a vault,
+//! [`Corruption`] for backing-store bytes that break the layout. Each message
+//! is one line that says what is wrong and what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+use fscrypt::KeyIdentifier;
+
+use crate::config::{CONFIG_NAME, ConfigError};
+use crate::protector::ProtectorError;
+
+/// Errors of vault creation ([`crate::Vault::init`], [`crate::create_root`]),
+/// opening ([`crate::Vault::open`]) and unlocking.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The passphrase does not open any passphrase protector (AEAD
+    /// authentication failed for each).
+    #[error(
+        "wrong passphrase: it opens none of this vault's passphrase protectors; check it and try again"
+    )]
+    WrongPassphrase,
+    /// The key file does not open any key-file protector.
+    #[error(
+        "wrong key file: it opens none of this vault's key-file protectors; give the key file made for this vault"
+    )]
+    WrongKeyFile,
+    /// The vault has no protector of the requested kind.
+    #[error("this vault has no {0} protector: unlock it with the protector it has")]
+    NoSuchProtector(&'static str),
+    /// `init` was given neither a passphrase nor a key file.
+    #[error("a vault needs a passphrase or a key file: give one (or both)")]
+    NoProtector,
+    /// IV_INO_LBLK_64/32 were requested (or found in a stored policy).
+    #[error(
+        "IV_INO_LBLK_64/32 are refused: they put inode numbers into the IVs, and the inode numbers of a backing directory are not stable (copying, syncing or restoring it changes them); leave them off"
+    )]
+    InodeNumberFlags,
+    /// The requested policy is invalid (mode pair, flags, data unit size).
+    #[error("invalid policy: {0}; choose a supported mode pair, flags and data unit size")]
+    Policy(fscrypt::PolicyError),
+    /// Padding other than 4, 8, 16 or 32.
+    #[error("filename padding must be 4, 8, 16 or 32 bytes, not {0}")]
+    Padding(usize),
+    /// The cipher directory already holds a vault config.
+    #[error("{0} is already a vault: refusing to overwrite its config; choose an empty directory")]
+    AlreadyInitialized(PathBuf),
+    /// The cipher directory is not empty.
+    #[error("{0} is not empty: a new vault needs an empty directory")]
+    NotEmpty(PathBuf),
+    /// The cipher directory has no vault config.
+    #[error(
+        "{0} is not a vault: {CONFIG_NAME} not found; give the cipher directory made by `fscrypt-rs init`"
+    )]
+    NotAVault(PathBuf),
+    /// The config exists but is invalid.
+    #[error("{path}: {source}")]
+    BadConfig {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: ConfigError,
+    },
+    /// The stored policy is not a valid v2 policy.
+    #[error("{path}: the stored policy is invalid: {source}; restore the config from a backup")]
+    BadStoredPolicy {
+        /// The config file.
+        path: PathBuf,
+        /// Why the policy is invalid.
+        source: fscrypt::PolicyError,
+    },
+    /// An unwrapped master key has another identifier than the policy: the
+    /// config was tampered with or corrupted.
+    #[error(
+        "the unwrapped master key has identifier {found}, but the policy names {expected}: the config is corrupt; restore it from a backup"
+    )]
+    IdentifierMismatch {
+        /// Identifier in the policy.
+        expected: KeyIdentifier,
+        /// Identifier of the unwrapped key.
+        found: KeyIdentifier,
+    },
+    /// The unwrapped key was refused by the format layer.
+    #[error("master key: {0}")]
+    MasterKey(fscrypt::KeyError),
+    /// A protector-layer failure other than a wrong secret.
+    #[error(transparent)]
+    Protector(#[from] ProtectorError),
+    /// The backing directory already has a root metadata file.
+    #[error("{0} already holds an fscrypt-rs root: choose an empty directory")]
+    RootExists(PathBuf),
+    /// Writing the root metadata file failed.
+    #[error("creating the filesystem root {path}: {source}")]
+    CreateRoot {
+        /// The root metadata file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The operating system's random number generator failed.
+    #[error("{0}")]
+    Random(fscrypt_crypto::Error),
+    /// An I/O error on `path`.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// True for the errors that mean "the secret the user gave is wrong"
+    /// (the CLI exits with a distinct code for them).
+    pub fn is_wrong_secret(&self) -> bool {
+        matches!(self, Error::WrongPassphrase | Error::WrongKeyFile)
+    }
+}
+
+/// `map_err` helper: an [`io::Error`] on `path` as [`Error::Io`].
+pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Ways backing-store content can be corrupt (the bytes break
+/// [`crate::layout`], or do not fit the vault). A filesystem answers `EIO`
+/// for the affected object and logs its backing path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// The header is shorter than its 72 bytes (truncated file or metadata file).
+    #[error("header truncated")]
+    ShortHeader,
+    /// The header does not start with `FSCRYPT\0`.
+    #[error("bad header magic")]
+    BadMagic,
+    /// The header's format version is not one we know.
+    #[error("unknown header format version {0}")]
+    UnknownVersion(u8),
+    /// The header's kind byte is unknown or not what the object needs.
+    #[error("unexpected header kind {0}")]
+    UnknownKind(u8),
+    /// Region size or reserved bytes are wrong.
+    #[error("bad header field")]
+    BadHeaderField,
+    /// The header checksum does not match.
+    #[error("header checksum mismatch")]
+    BadChecksum,
+    /// The stored context cannot be parsed or its policy differs from the vault's.
+    #[error("encryption context invalid or of another policy")]
+    BadContext,
+    /// The backing file length is not header + whole data units.
+    #[error("backing file length is not header + whole data units")]
+    BadLength,
+    /// An encrypted name does not decode or decrypt (kernel: EUCLEAN).
+    #[error("corrupt encrypted name")]
+    BadName,
+    /// A long-name side file is missing or does not match its entry.
+    #[error("corrupt long-name side file")]
+    BadLongName,
+    /// A symlink's stored target does not decode or decrypt.
+    #[error("corrupt encrypted symlink")]
+    BadSymlink,
+    /// A directory has no readable metadata file.
+    #[error("directory metadata file missing")]
+    MissingDirMeta,
+}

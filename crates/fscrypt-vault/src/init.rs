@@ -1,0 +1,246 @@
+//! Creating a vault ([`Vault::init`]): a fresh 64-byte master key, the root
+//! policy, one wrapped copy of the key per protector, the filesystem root
+//! ([`crate::create_root`]), then the config, written last as the commit
+//! point.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fscrypt::{EncryptionMode, KeyIdentifier, MasterKey, PolicyFlags, PolicyV2};
+use fscrypt_crypto::SecretBuf;
+
+use crate::config::{self, CONFIG_NAME, ConfigError, ConfigRecord, PolicyRecord, ProtectorRecord};
+use crate::cost::{ARGON2_TARGET, Argon2Params};
+use crate::error::{Error, io_err};
+use crate::protector::{self, MASTER_KEY_SIZE, ProtectorError, SALT_SIZE};
+use crate::unlock::{Vault, policy_from_record};
+use crate::wrap;
+
+/// How `init` chooses Argon2id parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Argon2Choice {
+    /// Measure this machine; aim for this duration per derivation.
+    Tune(Duration),
+    /// Use these parameters (tests; see [`crate::cost::ARGON2_ENV`]).
+    Fixed(Argon2Params),
+}
+
+/// Options of [`Vault::init`].
+pub struct InitOptions {
+    /// Contents encryption mode (default AES-256-XTS).
+    pub contents_mode: EncryptionMode,
+    /// Filenames encryption mode (default AES-256-CTS).
+    pub filenames_mode: EncryptionMode,
+    /// Filename padding in bytes: 4, 8, 16 or 32 (default 32).
+    pub padding: usize,
+    /// log2 of the data unit size in bytes; 0 = the filesystem block size
+    /// (default 0).
+    pub log2_data_unit_size: u8,
+    /// Set FSCRYPT_POLICY_FLAG_DIRECT_KEY (Adiantum only).
+    pub direct_key: bool,
+    /// Requested FSCRYPT_POLICY_FLAG_IV_INO_LBLK_64: always refused.
+    pub iv_ino_lblk_64: bool,
+    /// Requested FSCRYPT_POLICY_FLAG_IV_INO_LBLK_32: always refused.
+    pub iv_ino_lblk_32: bool,
+    /// Passphrase for a passphrase protector.
+    pub passphrase: Option<SecretBuf>,
+    /// Contents of a key file (32 or 64 bytes) for a key-file protector.
+    pub key_file: Option<SecretBuf>,
+    /// Argon2id parameter choice (default: tune to [`ARGON2_TARGET`], or
+    /// the [`crate::cost::ARGON2_ENV`] override).
+    pub argon2: Argon2Choice,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        InitOptions {
+            contents_mode: EncryptionMode::AES_256_XTS,
+            filenames_mode: EncryptionMode::AES_256_CTS,
+            padding: 32,
+            log2_data_unit_size: 0,
+            direct_key: false,
+            iv_ino_lblk_64: false,
+            iv_ino_lblk_32: false,
+            passphrase: None,
+            key_file: None,
+            argon2: Argon2Choice::Tune(ARGON2_TARGET),
+        }
+    }
+}
+
+impl InitOptions {
+    /// Builds and validates the root policy these options ask for, with
+    /// the given master key identifier.
+    ///
+    /// # Errors
+    /// [`Error::InodeNumberFlags`], [`Error::Padding`], [`Error::Policy`].
+    pub fn policy(&self, identifier: KeyIdentifier) -> Result<PolicyV2, Error> {
+        if self.iv_ino_lblk_64 || self.iv_ino_lblk_32 {
+            return Err(Error::InodeNumberFlags);
+        }
+        let mut flags = PolicyFlags(0)
+            .with_padding(self.padding)
+            .ok_or(Error::Padding(self.padding))?;
+        if self.direct_key {
+            flags = flags | PolicyFlags::DIRECT_KEY;
+        }
+        let record = PolicyRecord {
+            contents_mode: self.contents_mode.0,
+            filenames_mode: self.filenames_mode.0,
+            flags: flags.bits(),
+            log2_data_unit_size: self.log2_data_unit_size,
+            master_key_identifier: identifier.0,
+        };
+        policy_from_record(&record).map_err(Error::Policy)
+    }
+}
+
+/// What [`Vault::init`] did.
+#[derive(Debug)]
+pub struct InitReport {
+    /// Identifier of the new master key (spec §4.4).
+    pub key_identifier: KeyIdentifier,
+    /// The root policy written.
+    pub policy: PolicyV2,
+    /// Argon2id parameters and the measured time of one derivation with
+    /// them, when a passphrase protector was made.
+    pub argon2: Option<(Argon2Params, Duration)>,
+}
+
+impl Vault {
+    /// Creates a vault in the empty directory `cipherdir`: draws a 64-byte
+    /// master key, builds the root policy, wraps the key with each
+    /// requested protector, creates the filesystem root
+    /// ([`crate::create_root`]) and writes the config atomically (mode
+    /// 0600, never over an existing one; the config is the commit point:
+    /// if anything fails, entries this call made are removed again).
+    ///
+    /// # Errors
+    /// [`Error::NoProtector`], policy errors ([`InitOptions::policy`]),
+    /// [`Error::AlreadyInitialized`], [`Error::NotEmpty`],
+    /// [`Error::Protector`] (key file size, empty passphrase, RNG),
+    /// [`Error::RootExists`], [`Error::CreateRoot`], [`Error::Random`],
+    /// [`Error::Io`].
+    pub fn init(cipherdir: &Path, opts: &InitOptions) -> Result<InitReport, Error> {
+        if opts.passphrase.is_none() && opts.key_file.is_none() {
+            return Err(Error::NoProtector);
+        }
+        // Validate everything the user chose before any expensive work.
+        opts.policy(KeyIdentifier::default())?;
+        if let Some(key_file) = &opts.key_file {
+            protector::check_key_file_size(key_file.len())?;
+        }
+        if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
+            return Err(ProtectorError::EmptyPassphrase.into());
+        }
+        if Self::config_path(cipherdir).symlink_metadata().is_ok() {
+            return Err(Error::AlreadyInitialized(cipherdir.to_owned()));
+        }
+        let mut entries = std::fs::read_dir(cipherdir).map_err(io_err(cipherdir))?;
+        if entries.next().is_some() {
+            return Err(Error::NotEmpty(cipherdir.to_owned()));
+        }
+
+        let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
+        protector::random_bytes(&mut raw_key)?;
+        let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
+        let raw_key: &[u8; MASTER_KEY_SIZE] = (*raw_key).try_into().expect("64-byte key");
+        let identifier = master.identifier();
+        let policy = opts.policy(identifier)?;
+        let policy_record = record_from_policy(&policy);
+        let policy_bytes = policy_record.to_uapi_bytes();
+
+        let mut protectors = Vec::new();
+        let mut argon2_report = None;
+        if let Some(pass) = &opts.passphrase {
+            let params = match opts.argon2 {
+                Argon2Choice::Fixed(p) => p,
+                Argon2Choice::Tune(target) => match Argon2Params::from_env()? {
+                    Some(p) => p,
+                    None => Argon2Params::tune(target)?.0,
+                },
+            };
+            let mut salt = [0u8; SALT_SIZE];
+            protector::random_bytes(&mut salt)?;
+            let start = Instant::now();
+            let wrapping = protector::passphrase_wrapping_key(&params, pass, &salt)?;
+            argon2_report = Some((params, start.elapsed()));
+            let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
+            let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
+            protectors.push(ProtectorRecord::Passphrase {
+                params,
+                salt,
+                nonce,
+                wrapped_key,
+            });
+        }
+        if let Some(key_file) = &opts.key_file {
+            let mut salt = [0u8; SALT_SIZE];
+            protector::random_bytes(&mut salt)?;
+            let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
+            let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
+            let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
+            protectors.push(ProtectorRecord::KeyFile {
+                salt,
+                nonce,
+                wrapped_key,
+            });
+        }
+        let record = ConfigRecord {
+            policy: policy_record,
+            protectors,
+        };
+
+        let result = crate::create_root(cipherdir, &policy).and_then(|()| {
+            config::write_new_atomic(cipherdir, CONFIG_NAME, &record.to_json()).map_err(|e| match e
+            {
+                ConfigError::AlreadyExists => Error::AlreadyInitialized(cipherdir.to_owned()),
+                ConfigError::Io(source) => Error::Io {
+                    path: Self::config_path(cipherdir),
+                    source,
+                },
+                other => Error::BadConfig {
+                    path: Self::config_path(cipherdir),
+                    source: other,
+                },
+            })
+        });
+        if let Err(e) = result {
+            if !matches!(e, Error::AlreadyInitialized(_)) {
+                remove_new_entries(cipherdir);
+            }
+            return Err(e);
+        }
+        Ok(InitReport {
+            key_identifier: identifier,
+            policy,
+            argon2: argon2_report,
+        })
+    }
+}
+
+fn record_from_policy(p: &PolicyV2) -> PolicyRecord {
+    PolicyRecord {
+        contents_mode: p.contents_mode.0,
+        filenames_mode: p.filenames_mode.0,
+        flags: p.flags.bits(),
+        log2_data_unit_size: p.log2_data_unit_size,
+        master_key_identifier: p.master_key_identifier.0,
+    }
+}
+
+/// After a failed `init` in a directory that was empty: removes what the
+/// call created (best effort, errors ignored: the original error is the
+/// one to report).
+fn remove_new_entries(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+        }
+    }
+}

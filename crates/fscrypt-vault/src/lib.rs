@@ -1,0 +1,59 @@
+//! fscrypt-vault: the fscrypt-rs vault without FUSE — its on-disk format
+//! (the config file with the root policy and the wrapped master key, the
+//! backing layout and header of every object, the filesystem root) and
+//! unlocking (passphrase or key file → master key).
+//!
+//! `fscrypt-rs init`, the vault tests and offline tools use it directly;
+//! the filesystem (`fscrypt-fuse`) builds on it. The format is documented
+//! in `docs/vault-format.md` ("Vault configuration and protectors" for the
+//! config, §1–§9 for the backing layout).
+//!
+//! | module | owns |
+//! |--------|------|
+//! | [`config`] | the config file: JSON layout, parsing into fixed-size values and validation, serialization, the bounded read and the atomic never-overwriting write |
+//! | [`protector`] | the passphrase (Argon2id) and key-file (HKDF-SHA512) protectors: secret → 32-byte wrapping key |
+//! | [`cost`] | Argon2id parameters: bounds, the test override ([`cost::ARGON2_ENV`]), calibration on this machine |
+//! | [`wrap`] | key wrapping: XChaCha20-Poly1305 with the root policy as associated data |
+//! | [`unlock`] | [`Vault`]: opening a config and unwrapping the master key (config → master key, identifier checked) |
+//! | [`init`] | [`Vault::init`]: a new vault (master key, policy, protectors, root, config as the commit point) |
+//! | [`layout`] | the backing layout: object headers, backing names and long names, symlink encoding, the symlink store object |
+//! | [`root`] | [`create_root`]: the root directory's metadata file |
+//! | [`error`] | [`Error`] (creating, opening, unlocking) and [`Corruption`] (bytes that break the layout) |
+//!
+//! Every primitive comes from `fscrypt-crypto` (Argon2id, the AEAD,
+//! HKDF-SHA512, SHA-256, random bytes) and every format decision from
+//! `fscrypt` (policies, contexts, key identifiers); this crate holds no
+//! cryptography of its own. Secrets stay in [`fscrypt_crypto::SecretBuf`]
+//! or zeroizing buffers.
+//!
+//! ```no_run
+//! use fscrypt_vault::Vault;
+//! # fn main() -> Result<(), fscrypt_vault::Error> {
+//! let vault = Vault::open("/srv/cipher".as_ref())?;
+//! let master = vault.unlock_with_key_file(&std::fs::read("/srv/key").unwrap())?;
+//! assert_eq!(master.identifier(), vault.key_identifier());
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod cost;
+pub mod error;
+pub mod init;
+pub mod layout;
+pub mod protector;
+pub mod root;
+pub mod unlock;
+pub mod wrap;
+
+pub use config::CONFIG_NAME;
+pub use cost::{ARGON2_TARGET, Argon2Params};
+pub use error::{Corruption, Error};
+pub use init::{Argon2Choice, InitOptions, InitReport};
+pub use protector::ProtectorError;
+pub use root::create_root;
+pub use unlock::{FS_BLOCK_SIZE, Vault};
+
+#[cfg(test)]
+mod tests;
