@@ -3,14 +3,13 @@
 //! filesystem's own refusals are named variants, and every failed FUSE
 //! operation leaves exactly one debug log line without plaintext names.
 
-mod common;
-
 use std::ffi::OsStr;
 use std::fs;
 
-use common::{TempDir, Vault, fuse_available, master, policy};
 use fscrypt::{HookError, NameError};
 use fscrypt_fuse::{Caller, EncryptedFs, Error, FileHandle, FsOptions, InodeNo, ROOT};
+use test_support::fuse::{Vault, master, policy};
+use test_support::{TempDir, fuse_available};
 
 const ME: Caller = Caller { uid: 0, gid: 0 };
 

@@ -2,9 +2,8 @@
 //! mount of a mounted vault (two daemons would serve each other stale
 //! names, sizes and inodes) and is released when the mount ends.
 
-mod common;
-
-use common::{TempDir, Vault, fuse_available, is_mounted};
+use test_support::fuse::Vault;
+use test_support::{TempDir, fuse_available, is_mounted};
 
 #[test]
 fn a_mounted_vault_cannot_be_mounted_twice() {
