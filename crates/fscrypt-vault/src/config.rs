@@ -25,6 +25,12 @@
 //!   ]
 //! }
 //! ```
+//!
+//! Version 2 (written only when something new is used, see
+//! [`ConfigRecord::version`]) adds `"name"` (required) and `"created"`
+//! (optional, Unix seconds) to each protector, right after `"kind"`, and the
+//! kind `"recovery_key"` (fields as `key_file`). Changes after `init` are
+//! committed with [`ConfigLock`] and [`replace_atomic`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
