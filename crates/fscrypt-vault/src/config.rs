@@ -386,6 +386,9 @@ fn expect(field: &str, found: &str, wanted: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Salt, nonce and wrapped key of an HKDF-based record.
+type HkdfFields = ([u8; SALT_SIZE], [u8; NONCE_SIZE], [u8; WRAPPED_KEY_SIZE]);
+
 /// The HKDF-based records (key file, recovery key) share their fields.
 fn hkdf_fields(
     kdf: &str,
@@ -393,7 +396,7 @@ fn hkdf_fields(
     aead: &str,
     nonce: &str,
     wrapped_key: &str,
-) -> Result<([u8; SALT_SIZE], [u8; NONCE_SIZE], [u8; WRAPPED_KEY_SIZE]), ConfigError> {
+) -> Result<HkdfFields, ConfigError> {
     expect("kdf", kdf, KDF_HKDF_SHA512)?;
     expect("aead", aead, AEAD_XCHACHA)?;
     Ok((
