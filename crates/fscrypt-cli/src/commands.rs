@@ -14,6 +14,7 @@ pub mod kernel;
 pub mod kernel_crypto;
 pub mod key_status;
 pub mod mount;
+pub mod mounts;
 pub mod nonce;
 pub mod passwd;
 pub mod prepare_key;
