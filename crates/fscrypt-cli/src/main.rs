@@ -27,6 +27,29 @@ enum Command {
     /// Create a vault: a random master key, the root v2 policy and
     /// protectors (passphrase and/or key file) in an empty directory.
     Init(commands::init::Args),
+    /// Change the passphrase of a vault's passphrase protector (the data
+    /// stays as it is: only the config is rewritten).
+    ///
+    /// Asks for the old passphrase and checks it, then asks for the new one
+    /// twice (on a terminal, without echo). When stdin is not a terminal it
+    /// reads two lines: the old passphrase, then the new one. A wrong old
+    /// passphrase changes nothing and exits with status 12. The new
+    /// passphrase keeps the protector's name and Argon2id costs. The config
+    /// is replaced atomically under a lock, so a crash leaves the old or the
+    /// new passphrase working, never neither.
+    Passwd(commands::passwd::Args),
+    /// List, add or remove a vault's protectors: passphrases, key files,
+    /// recovery keys (the data stays as it is: only the config is rewritten).
+    ///
+    /// A vault may have any number of protectors of each kind (up to 32 in
+    /// all), each with a name. `add` and `remove` first unlock the vault
+    /// with an existing protector: a passphrase by default (prompted, or
+    /// the first line of stdin), or --unlock-key-file FILE, or
+    /// --recovery-key. With stdin not a terminal, `add ... passphrase`
+    /// reads the unlocking passphrase, then the new one, one line each.
+    /// Removing the last protector is refused. Exit status 12: the
+    /// unlocking secret is wrong (nothing changed).
+    Protector(commands::protector::Args),
     /// Mount a vault through FUSE (in the background unless --foreground).
     Mount(commands::mount::Args),
     /// Unmount a vault mounted with `fscrypt-rs mount`.
@@ -143,6 +166,8 @@ fn main() -> ExitCode {
     if matches!(
         cli.command,
         Command::Init(_)
+            | Command::Passwd(_)
+            | Command::Protector(_)
             | Command::Mount(_)
             | Command::Demo(_)
             | Command::AddKey(_)
@@ -156,6 +181,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
         Command::Init(args) => commands::init::exec(args),
+        Command::Passwd(args) => commands::passwd::exec(args),
+        Command::Protector(args) => commands::protector::exec(args),
         Command::Mount(args) => commands::mount::exec(args),
         Command::Unmount(args) => commands::unmount::exec(args),
         Command::Demo(args) => commands::demo::exec(args),

@@ -103,7 +103,10 @@ fn init_with_key_file_writes_0600_config_and_prints_identifier() {
 fn init_with_passphrase_from_stdin() {
     let t = TempDir::new("init-pass");
     let cipher = t.sub("cipher");
-    let out = run(args!["init", cipher], b"hunter2 but longer\n");
+    let out = run(
+        args!["init", cipher, "--no-recovery-key"],
+        b"hunter2 but longer\n",
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(config_of(&cipher)).unwrap()).unwrap();

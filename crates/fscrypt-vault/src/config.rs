@@ -25,6 +25,12 @@
 //!   ]
 //! }
 //! ```
+//!
+//! Version 2 (written only when something new is used, see
+//! [`ConfigRecord::version`]) adds `"name"` (required) and `"created"`
+//! (optional, Unix seconds) to each protector, right after `"kind"`, and the
+//! kind `"recovery_key"` (fields as `key_file`). Changes after `init` are
+//! committed with [`ConfigLock`] and [`replace_atomic`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -45,16 +51,26 @@ use crate::wrap::{NONCE_SIZE, WRAPPED_KEY_SIZE};
 pub const CONFIG_NAME: &str = "fscrypt.vault.json";
 /// Value of the `format` field.
 pub const FORMAT_NAME: &str = "fscrypt-rs vault";
-/// The only config `version` this code reads and writes.
+/// The config `version` of a vault that uses nothing beyond one passphrase
+/// and/or one key-file protector with their default names: what every
+/// version of fscrypt-rs reads and writes.
 pub const CONFIG_VERSION: u32 = 1;
+/// The config `version` written when a vault uses protector names other
+/// than the defaults, a recovery key, several protectors of one kind, or
+/// creation times.
+pub const CONFIG_VERSION_2: u32 = 2;
 /// Largest config file accepted, in bytes (a real one is under 2 KiB).
 pub const MAX_CONFIG_SIZE: u64 = 64 * 1024;
 /// Most protectors one config may hold.
 pub const MAX_PROTECTORS: usize = 32;
+/// Longest protector name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
 /// Protector kind byte in the AEAD associated data: passphrase.
 pub const KIND_PASSPHRASE: u8 = 1;
 /// Protector kind byte in the AEAD associated data: key file.
 pub const KIND_KEY_FILE: u8 = 2;
+/// Protector kind byte in the AEAD associated data: recovery key.
+pub const KIND_RECOVERY_KEY: u8 = 3;
 
 const KDF_ARGON2ID: &str = "argon2id";
 const ARGON2_VERSION_13: u32 = 0x13;
@@ -73,6 +89,10 @@ pub enum ConfigError {
         "the config is larger than {MAX_CONFIG_SIZE} bytes, so it is not a vault config; restore it from a backup"
     )]
     TooLarge,
+    /// The config path is not a regular file (a FIFO, a device, a
+    /// directory or a symbolic link).
+    #[error("the config is not a regular file; restore it from a backup")]
+    NotRegular,
     /// A config file already exists; it is never overwritten.
     #[error("a vault config already exists; refusing to overwrite it")]
     AlreadyExists,
@@ -113,7 +133,7 @@ impl PolicyRecord {
     }
 }
 
-/// One protector as stored.
+/// The secret-specific part of one stored protector.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProtectorRecord {
     /// Passphrase → Argon2id → wrapping key.
@@ -136,16 +156,135 @@ pub enum ProtectorRecord {
         /// Wrapped master key: ciphertext ‖ tag.
         wrapped_key: [u8; WRAPPED_KEY_SIZE],
     },
+    /// Recovery key → HKDF-SHA512 → wrapping key (version 2 only).
+    RecoveryKey {
+        /// HKDF salt.
+        salt: [u8; SALT_SIZE],
+        /// XChaCha20-Poly1305 nonce.
+        nonce: [u8; NONCE_SIZE],
+        /// Wrapped master key: ciphertext ‖ tag.
+        wrapped_key: [u8; WRAPPED_KEY_SIZE],
+    },
+}
+
+/// The kinds of protector, for names and messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProtectorKind {
+    /// A passphrase (Argon2id).
+    Passphrase,
+    /// A key file of 32 or 64 raw bytes (HKDF-SHA512).
+    KeyFile,
+    /// A recovery key (HKDF-SHA512).
+    RecoveryKey,
+}
+
+impl ProtectorKind {
+    /// The kind as users see and type it: `passphrase`, `key-file`,
+    /// `recovery-key` (also the default name of the first of its kind).
+    pub fn label(self) -> &'static str {
+        match self {
+            ProtectorKind::Passphrase => "passphrase",
+            ProtectorKind::KeyFile => "key-file",
+            ProtectorKind::RecoveryKey => "recovery-key",
+        }
+    }
+
+    /// The kind byte of the AEAD associated data.
+    pub fn ad_byte(self) -> u8 {
+        match self {
+            ProtectorKind::Passphrase => KIND_PASSPHRASE,
+            ProtectorKind::KeyFile => KIND_KEY_FILE,
+            ProtectorKind::RecoveryKey => KIND_RECOVERY_KEY,
+        }
+    }
+}
+
+impl std::fmt::Display for ProtectorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
 }
 
 impl ProtectorRecord {
     /// The kind byte used in the associated data.
     pub fn kind(&self) -> u8 {
+        self.protector_kind().ad_byte()
+    }
+
+    /// The kind of this protector.
+    pub fn protector_kind(&self) -> ProtectorKind {
         match self {
-            ProtectorRecord::Passphrase { .. } => KIND_PASSPHRASE,
-            ProtectorRecord::KeyFile { .. } => KIND_KEY_FILE,
+            ProtectorRecord::Passphrase { .. } => ProtectorKind::Passphrase,
+            ProtectorRecord::KeyFile { .. } => ProtectorKind::KeyFile,
+            ProtectorRecord::RecoveryKey { .. } => ProtectorKind::RecoveryKey,
         }
     }
+}
+
+/// One protector as stored: its name, creation time and secret-specific
+/// record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protector {
+    /// The protector's name, unique in the vault. In a version-1 config the
+    /// names are not stored: the first protector of a kind is named after
+    /// the kind (`passphrase`, `key-file`), the next ones `KIND-2`, ...
+    pub name: String,
+    /// Creation time, seconds since the Unix epoch (UTC), when recorded
+    /// (version 2 only).
+    pub created: Option<u64>,
+    /// Kind, KDF parameters and wrapped key.
+    pub record: ProtectorRecord,
+}
+
+impl Protector {
+    /// A protector without a stored name or time; [`ConfigRecord::new`]
+    /// and [`ConfigRecord::push`] give it its default name.
+    pub fn unnamed(record: ProtectorRecord) -> Protector {
+        Protector {
+            name: String::new(),
+            created: None,
+            record,
+        }
+    }
+}
+
+/// Checks a protector name: 1 to [`MAX_NAME_LEN`] bytes of ASCII letters,
+/// digits, `.`, `_` and `-`, not starting with `-`.
+///
+/// # Errors
+/// A one-line reason.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "a protector name has 1 to {MAX_NAME_LEN} characters"
+        ));
+    }
+    if name.starts_with('-')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "protector name {name:?}: use letters, digits, '.', '_' and '-' (not first)"
+        ));
+    }
+    Ok(())
+}
+
+/// The default name for a new protector of `kind` next to `existing`
+/// names: the kind's label if free, else `LABEL-2`, `LABEL-3`, ...
+pub fn default_name<'a>(
+    kind: ProtectorKind,
+    existing: impl Iterator<Item = &'a str> + Clone,
+) -> String {
+    let label = kind.label();
+    if !existing.clone().any(|n| n == label) {
+        return label.to_owned();
+    }
+    (2..)
+        .map(|i| format!("{label}-{i}"))
+        .find(|cand| !existing.clone().any(|n| n == cand))
+        .unwrap_or_default()
 }
 
 /// A parsed vault config.
@@ -154,7 +293,7 @@ pub struct ConfigRecord {
     /// The root policy.
     pub policy: PolicyRecord,
     /// The protectors, in file order (at least one).
-    pub protectors: Vec<ProtectorRecord>,
+    pub protectors: Vec<Protector>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -177,10 +316,21 @@ struct PolicyJson {
     master_key_identifier: String,
 }
 
+/// Fields every protector has: in version 2, `name` (required) and
+/// `created` (optional); neither exists in version 1.
+struct CommonJson {
+    name: Option<String>,
+    created: Option<u64>,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 enum ProtectorJson {
     Passphrase {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        created: Option<u64>,
         kdf: String,
         argon2_version: u32,
         m_cost_kib: u32,
@@ -192,6 +342,21 @@ enum ProtectorJson {
         wrapped_key: String,
     },
     KeyFile {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        created: Option<u64>,
+        kdf: String,
+        salt: String,
+        aead: String,
+        nonce: String,
+        wrapped_key: String,
+    },
+    RecoveryKey {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        created: Option<u64>,
         kdf: String,
         salt: String,
         aead: String,
@@ -221,24 +386,96 @@ fn expect(field: &str, found: &str, wanted: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Salt, nonce and wrapped key of an HKDF-based record.
+type HkdfFields = ([u8; SALT_SIZE], [u8; NONCE_SIZE], [u8; WRAPPED_KEY_SIZE]);
+
+/// The HKDF-based records (key file, recovery key) share their fields.
+fn hkdf_fields(
+    kdf: &str,
+    salt: &str,
+    aead: &str,
+    nonce: &str,
+    wrapped_key: &str,
+) -> Result<HkdfFields, ConfigError> {
+    expect("kdf", kdf, KDF_HKDF_SHA512)?;
+    expect("aead", aead, AEAD_XCHACHA)?;
+    Ok((
+        hex_array("salt", salt)?,
+        hex_array("nonce", nonce)?,
+        hex_array("wrapped_key", wrapped_key)?,
+    ))
+}
+
 impl ConfigRecord {
-    /// Parses a config file's bytes.
+    /// A config of `policy` and `protectors`; protectors with an empty
+    /// name get their default name ([`default_name`]), in order.
+    pub fn new(policy: PolicyRecord, protectors: Vec<Protector>) -> ConfigRecord {
+        let mut record = ConfigRecord {
+            policy,
+            protectors: Vec::with_capacity(protectors.len()),
+        };
+        for p in protectors {
+            record.push(p);
+        }
+        record
+    }
+
+    /// Appends a protector, giving it its default name if its name is empty.
+    pub fn push(&mut self, mut p: Protector) {
+        if p.name.is_empty() {
+            p.name = default_name(
+                p.record.protector_kind(),
+                self.protectors.iter().map(|q| q.name.as_str()),
+            );
+        }
+        self.protectors.push(p);
+    }
+
+    /// The config version [`ConfigRecord::to_json`] writes: 1 when every
+    /// protector is a passphrase or key file, at most one of each kind,
+    /// named by default and without a creation time; 2 otherwise.
+    pub fn version(&self) -> u32 {
+        let mut seen = Vec::new();
+        for p in &self.protectors {
+            let kind = p.record.protector_kind();
+            if kind == ProtectorKind::RecoveryKey
+                || seen.contains(&kind)
+                || p.created.is_some()
+                || p.name != kind.label()
+            {
+                return CONFIG_VERSION_2;
+            }
+            seen.push(kind);
+        }
+        CONFIG_VERSION
+    }
+
+    /// Index of the protector named `name`.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.protectors.iter().position(|p| p.name == name)
+    }
+
+    /// Parses a config file's bytes (version 1 or 2).
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the offending field (bad JSON,
     /// unknown field, wrong format name or version, bad hex or length,
     /// unsupported KDF/AEAD, no protector or more than [`MAX_PROTECTORS`],
-    /// Argon2 parameters out of range).
+    /// Argon2 parameters out of range, a version-2 field in a version-1
+    /// config, a missing, invalid or duplicate name in version 2).
     pub fn parse(bytes: &[u8]) -> Result<ConfigRecord, ConfigError> {
         let json: ConfigJson =
             serde_json::from_slice(bytes).map_err(|e| invalid(format!("JSON: {e}")))?;
         expect("format", &json.format, FORMAT_NAME)?;
-        if json.version != CONFIG_VERSION {
-            return Err(invalid(format!(
-                "version {} is not supported (this program reads version {CONFIG_VERSION})",
-                json.version
-            )));
-        }
+        let v2 = match json.version {
+            CONFIG_VERSION => false,
+            CONFIG_VERSION_2 => true,
+            other => {
+                return Err(invalid(format!(
+                    "version {other} is not supported (this program reads versions {CONFIG_VERSION} and {CONFIG_VERSION_2}); use a newer fscrypt-rs"
+                )));
+            }
+        };
         if json.policy.version != 2 {
             return Err(invalid("policy.version must be 2"));
         }
@@ -258,10 +495,15 @@ impl ConfigRecord {
         if json.protectors.len() > MAX_PROTECTORS {
             return Err(invalid(format!("more than {MAX_PROTECTORS} protectors")));
         }
-        let mut protectors = Vec::with_capacity(json.protectors.len());
-        for p in &json.protectors {
-            protectors.push(match p {
+        let mut record = ConfigRecord {
+            policy,
+            protectors: Vec::with_capacity(json.protectors.len()),
+        };
+        for p in json.protectors {
+            let (common, rec) = match p {
                 ProtectorJson::Passphrase {
+                    name,
+                    created,
                     kdf,
                     argon2_version,
                     m_cost_kib,
@@ -272,50 +514,107 @@ impl ConfigRecord {
                     nonce,
                     wrapped_key,
                 } => {
-                    expect("kdf", kdf, KDF_ARGON2ID)?;
-                    expect("aead", aead, AEAD_XCHACHA)?;
-                    if *argon2_version != ARGON2_VERSION_13 {
+                    expect("kdf", &kdf, KDF_ARGON2ID)?;
+                    expect("aead", &aead, AEAD_XCHACHA)?;
+                    if argon2_version != ARGON2_VERSION_13 {
                         return Err(invalid("argon2_version must be 19 (0x13)"));
                     }
                     let params = Argon2Params {
-                        m_cost_kib: *m_cost_kib,
-                        t_cost: *t_cost,
-                        p_cost: *p_cost,
+                        m_cost_kib,
+                        t_cost,
+                        p_cost,
                     };
                     params.validate().map_err(|e| invalid(e.to_string()))?;
-                    ProtectorRecord::Passphrase {
-                        params,
-                        salt: hex_array("salt", salt)?,
-                        nonce: hex_array("nonce", nonce)?,
-                        wrapped_key: hex_array("wrapped_key", wrapped_key)?,
-                    }
+                    (
+                        CommonJson { name, created },
+                        ProtectorRecord::Passphrase {
+                            params,
+                            salt: hex_array("salt", &salt)?,
+                            nonce: hex_array("nonce", &nonce)?,
+                            wrapped_key: hex_array("wrapped_key", &wrapped_key)?,
+                        },
+                    )
                 }
                 ProtectorJson::KeyFile {
+                    name,
+                    created,
                     kdf,
                     salt,
                     aead,
                     nonce,
                     wrapped_key,
                 } => {
-                    expect("kdf", kdf, KDF_HKDF_SHA512)?;
-                    expect("aead", aead, AEAD_XCHACHA)?;
-                    ProtectorRecord::KeyFile {
-                        salt: hex_array("salt", salt)?,
-                        nonce: hex_array("nonce", nonce)?,
-                        wrapped_key: hex_array("wrapped_key", wrapped_key)?,
-                    }
+                    let (salt, nonce, wrapped_key) =
+                        hkdf_fields(&kdf, &salt, &aead, &nonce, &wrapped_key)?;
+                    (
+                        CommonJson { name, created },
+                        ProtectorRecord::KeyFile {
+                            salt,
+                            nonce,
+                            wrapped_key,
+                        },
+                    )
                 }
+                ProtectorJson::RecoveryKey {
+                    name,
+                    created,
+                    kdf,
+                    salt,
+                    aead,
+                    nonce,
+                    wrapped_key,
+                } => {
+                    if !v2 {
+                        return Err(invalid("a recovery_key protector needs config version 2"));
+                    }
+                    let (salt, nonce, wrapped_key) =
+                        hkdf_fields(&kdf, &salt, &aead, &nonce, &wrapped_key)?;
+                    (
+                        CommonJson { name, created },
+                        ProtectorRecord::RecoveryKey {
+                            salt,
+                            nonce,
+                            wrapped_key,
+                        },
+                    )
+                }
+            };
+            let name = if v2 {
+                let name = common
+                    .name
+                    .ok_or_else(|| invalid("a version-2 protector needs a name"))?;
+                check_name(&name).map_err(invalid)?;
+                if record.find(&name).is_some() {
+                    return Err(invalid(format!("two protectors are named {name:?}")));
+                }
+                name
+            } else {
+                if common.name.is_some() || common.created.is_some() {
+                    return Err(invalid(
+                        "name and created are version-2 fields, this config is version 1",
+                    ));
+                }
+                String::new()
+            };
+            record.push(Protector {
+                name,
+                created: common.created,
+                record: rec,
             });
         }
-        Ok(ConfigRecord { policy, protectors })
+        Ok(record)
     }
 
-    /// Serializes to pretty-printed JSON with a trailing newline.
+    /// Serializes to pretty-printed JSON with a trailing newline, as
+    /// version [`ConfigRecord::version`]: a version-1 config is written
+    /// byte for byte as fscrypt-rs always has.
     pub fn to_json(&self) -> Vec<u8> {
         let p = &self.policy;
+        let version = self.version();
+        let v2 = version == CONFIG_VERSION_2;
         let json = ConfigJson {
             format: FORMAT_NAME.to_owned(),
-            version: CONFIG_VERSION,
+            version,
             policy: PolicyJson {
                 version: 2,
                 contents_encryption_mode: p.contents_mode,
@@ -327,34 +626,55 @@ impl ConfigRecord {
             protectors: self
                 .protectors
                 .iter()
-                .map(|r| match r {
-                    ProtectorRecord::Passphrase {
-                        params,
-                        salt,
-                        nonce,
-                        wrapped_key,
-                    } => ProtectorJson::Passphrase {
-                        kdf: KDF_ARGON2ID.to_owned(),
-                        argon2_version: ARGON2_VERSION_13,
-                        m_cost_kib: params.m_cost_kib,
-                        t_cost: params.t_cost,
-                        p_cost: params.p_cost,
-                        salt: hex::encode(salt),
-                        aead: AEAD_XCHACHA.to_owned(),
-                        nonce: hex::encode(nonce),
-                        wrapped_key: hex::encode(wrapped_key),
-                    },
-                    ProtectorRecord::KeyFile {
-                        salt,
-                        nonce,
-                        wrapped_key,
-                    } => ProtectorJson::KeyFile {
-                        kdf: KDF_HKDF_SHA512.to_owned(),
-                        salt: hex::encode(salt),
-                        aead: AEAD_XCHACHA.to_owned(),
-                        nonce: hex::encode(nonce),
-                        wrapped_key: hex::encode(wrapped_key),
-                    },
+                .map(|prot| {
+                    let name = v2.then(|| prot.name.clone());
+                    let created = if v2 { prot.created } else { None };
+                    match &prot.record {
+                        ProtectorRecord::Passphrase {
+                            params,
+                            salt,
+                            nonce,
+                            wrapped_key,
+                        } => ProtectorJson::Passphrase {
+                            name,
+                            created,
+                            kdf: KDF_ARGON2ID.to_owned(),
+                            argon2_version: ARGON2_VERSION_13,
+                            m_cost_kib: params.m_cost_kib,
+                            t_cost: params.t_cost,
+                            p_cost: params.p_cost,
+                            salt: hex::encode(salt),
+                            aead: AEAD_XCHACHA.to_owned(),
+                            nonce: hex::encode(nonce),
+                            wrapped_key: hex::encode(wrapped_key),
+                        },
+                        ProtectorRecord::KeyFile {
+                            salt,
+                            nonce,
+                            wrapped_key,
+                        } => ProtectorJson::KeyFile {
+                            name,
+                            created,
+                            kdf: KDF_HKDF_SHA512.to_owned(),
+                            salt: hex::encode(salt),
+                            aead: AEAD_XCHACHA.to_owned(),
+                            nonce: hex::encode(nonce),
+                            wrapped_key: hex::encode(wrapped_key),
+                        },
+                        ProtectorRecord::RecoveryKey {
+                            salt,
+                            nonce,
+                            wrapped_key,
+                        } => ProtectorJson::RecoveryKey {
+                            name,
+                            created,
+                            kdf: KDF_HKDF_SHA512.to_owned(),
+                            salt: hex::encode(salt),
+                            aead: AEAD_XCHACHA.to_owned(),
+                            nonce: hex::encode(nonce),
+                            wrapped_key: hex::encode(wrapped_key),
+                        },
+                    }
                 })
                 .collect(),
         };
@@ -365,18 +685,235 @@ impl ConfigRecord {
     }
 }
 
-/// Reads a config file, refusing anything over [`MAX_CONFIG_SIZE`].
+/// Formats seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Seconds since the Unix epoch now (0 if the clock is before 1970).
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Reads a config file, refusing anything over [`MAX_CONFIG_SIZE`] and
+/// anything but a regular file (opened with `O_NOFOLLOW | O_NONBLOCK`, so
+/// a FIFO or a symbolic link in its place never blocks or redirects).
 ///
 /// # Errors
-/// [`ConfigError::Io`] (e.g. `NotFound`), [`ConfigError::TooLarge`].
+/// [`ConfigError::Io`] (e.g. `NotFound`), [`ConfigError::TooLarge`],
+/// [`ConfigError::NotRegular`].
 pub fn read_limited(path: &Path) -> Result<Vec<u8>, ConfigError> {
-    let file = File::open(path)?;
+    let file = open_regular(path)?;
+    read_limited_from(&file)
+}
+
+/// Opens `path` read-only if it is a regular file.
+fn open_regular(path: &Path) -> Result<File, ConfigError> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        // O_NOFOLLOW on a symbolic link.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(ConfigError::NotRegular);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !file.metadata()?.file_type().is_file() {
+        return Err(ConfigError::NotRegular);
+    }
+    Ok(file)
+}
+
+/// `O_NOFOLLOW` and `O_NONBLOCK` as `custom_flags` values.
+mod libc_flags {
+    pub const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+    pub const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+}
+
+fn read_limited_from(mut file: &File) -> Result<Vec<u8>, ConfigError> {
     let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_SIZE + 1).read_to_end(&mut bytes)?;
+    (&mut file)
+        .take(MAX_CONFIG_SIZE + 1)
+        .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_CONFIG_SIZE {
         return Err(ConfigError::TooLarge);
     }
     Ok(bytes)
+}
+
+/// An exclusive `flock` on a vault's config file, held while it is
+/// replaced, so that two `passwd`/`protector` commands never interleave.
+///
+/// The lock is on the config file itself, not on the cipher directory:
+/// a mount daemon holds a `flock` on the cipher directory for as long as
+/// it serves the vault, and changing a protector of a mounted vault is
+/// normal. Because the file is replaced by a rename, a waiter that gets
+/// the lock checks that the path still names the inode it locked, and
+/// starts over otherwise.
+#[derive(Debug)]
+pub struct ConfigLock {
+    file: File,
+}
+
+impl ConfigLock {
+    /// Waits for the lock on `dir/name` and returns it with the file's
+    /// current contents.
+    ///
+    /// # Errors
+    /// As [`read_limited`].
+    pub fn acquire(dir: &Path, name: &str) -> Result<(ConfigLock, Vec<u8>), ConfigError> {
+        use std::os::unix::fs::MetadataExt;
+        let path = dir.join(name);
+        loop {
+            let file = open_regular(&path)?;
+            loop {
+                match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+                    Ok(()) => break,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => return Err(std::io::Error::from(e).into()),
+                }
+            }
+            let held = file.metadata()?;
+            match std::fs::symlink_metadata(&path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    let bytes = read_limited_from(&file)?;
+                    return Ok((ConfigLock { file }, bytes));
+                }
+                // Replaced while we waited: lock the new one.
+                Ok(_) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl Drop for ConfigLock {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// The steps of [`replace_atomic`], for the crash tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The temporary file exists, empty.
+    Created,
+    /// Half of the new contents are written.
+    HalfWritten,
+    /// All of it is written and `fsync`ed.
+    Synced,
+    /// Renamed over the config.
+    Renamed,
+    /// The directory is `fsync`ed.
+    DirSynced,
+}
+
+/// What a test hook makes [`replace_atomic_hooked`] do after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum HookAction {
+    /// Go on.
+    Continue,
+    /// Fail with an I/O error (normal error path: the temporary file is removed).
+    Fail,
+    /// Stop dead, as if the process were killed: nothing is cleaned up.
+    Crash,
+}
+
+/// Replaces `dir/name` with `contents` atomically, mode 0600:
+///
+/// 1. create `dir/name.tmp-<random>` with `O_CREAT|O_EXCL`, mode 0600;
+/// 2. write, `fsync`;
+/// 3. `rename` it over `name`;
+/// 4. `fsync` the directory.
+///
+/// A crash at any point leaves the old config or the new one, whole (at
+/// worst with a stray temporary file, which nothing reads); on an error
+/// the temporary file is removed. The caller holds the [`ConfigLock`].
+///
+/// # Errors
+/// [`ConfigError::Io`].
+pub fn replace_atomic(
+    dir: &Path,
+    name: &str,
+    contents: &[u8],
+    _lock: &ConfigLock,
+) -> Result<(), ConfigError> {
+    replace_atomic_hooked(dir, name, contents, &mut |_| HookAction::Continue)
+}
+
+/// [`replace_atomic`] with a hook called after each [`Step`].
+pub(crate) fn replace_atomic_hooked(
+    dir: &Path,
+    name: &str,
+    contents: &[u8],
+    hook: &mut dyn FnMut(Step) -> HookAction,
+) -> Result<(), ConfigError> {
+    let final_path = dir.join(name);
+    let mut rnd = [0u8; 8];
+    fscrypt_crypto::random_bytes(&mut rnd).map_err(std::io::Error::other)?;
+    let tmp_path = dir.join(format!("{name}.tmp-{}", hex::encode(rnd)));
+    let mut crashed = false;
+    let mut step = |s: Step, crashed: &mut bool| -> Result<(), ConfigError> {
+        match hook(s) {
+            HookAction::Continue => Ok(()),
+            HookAction::Fail => {
+                Err(std::io::Error::other(format!("injected failure after {s:?}")).into())
+            }
+            HookAction::Crash => {
+                *crashed = true;
+                Err(std::io::Error::other(format!("injected crash after {s:?}")).into())
+            }
+        }
+    };
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp_path)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        step(Step::Created, &mut crashed)?;
+        let half = contents.len() / 2;
+        file.write_all(&contents[..half])?;
+        step(Step::HalfWritten, &mut crashed)?;
+        file.write_all(&contents[half..])?;
+        file.sync_all()?;
+        drop(file);
+        step(Step::Synced, &mut crashed)?;
+        std::fs::rename(&tmp_path, &final_path)?;
+        step(Step::Renamed, &mut crashed)?;
+        File::open(dir)?.sync_all()?;
+        step(Step::DirSynced, &mut crashed)?;
+        Ok(())
+    })();
+    if result.is_err() && !crashed {
+        let _ = std::fs::remove_file(&tmp_path);
+    }
+    result
 }
 
 /// Writes `contents` as `dir/name`, atomically and never over an existing
@@ -448,16 +985,16 @@ mod tests {
     use super::*;
 
     fn sample() -> ConfigRecord {
-        ConfigRecord {
-            policy: PolicyRecord {
+        ConfigRecord::new(
+            PolicyRecord {
                 contents_mode: 1,
                 filenames_mode: 4,
                 flags: 3,
                 log2_data_unit_size: 0,
                 master_key_identifier: [0xab; 16],
             },
-            protectors: vec![
-                ProtectorRecord::Passphrase {
+            vec![
+                Protector::unnamed(ProtectorRecord::Passphrase {
                     params: Argon2Params {
                         m_cost_kib: 65536,
                         t_cost: 3,
@@ -466,14 +1003,129 @@ mod tests {
                     salt: [1; SALT_SIZE],
                     nonce: [2; NONCE_SIZE],
                     wrapped_key: [3; WRAPPED_KEY_SIZE],
-                },
-                ProtectorRecord::KeyFile {
+                }),
+                Protector::unnamed(ProtectorRecord::KeyFile {
                     salt: [4; SALT_SIZE],
                     nonce: [5; NONCE_SIZE],
                     wrapped_key: [6; WRAPPED_KEY_SIZE],
-                },
+                }),
             ],
+        )
+    }
+
+    fn recovery(n: u8) -> Protector {
+        Protector::unnamed(ProtectorRecord::RecoveryKey {
+            salt: [n; SALT_SIZE],
+            nonce: [n; NONCE_SIZE],
+            wrapped_key: [n; WRAPPED_KEY_SIZE],
+        })
+    }
+
+    #[test]
+    fn version_1_unless_something_new_is_used() {
+        let c = sample();
+        assert_eq!(c.version(), CONFIG_VERSION);
+        assert_eq!(c.protectors[0].name, "passphrase");
+        assert_eq!(c.protectors[1].name, "key-file");
+        let text = String::from_utf8(c.to_json()).unwrap();
+        assert!(
+            text.contains("\"version\": 1,") && !text.contains("\"name\""),
+            "{text}"
+        );
+
+        // Each new thing alone makes version 2, and round-trips.
+        let mut named = sample();
+        named.protectors[0].name = "laptop".into();
+        let mut timed = sample();
+        timed.protectors[1].created = Some(1_700_000_000);
+        let mut two = sample();
+        two.push(two.protectors[1].clone().tap_unnamed());
+        assert_eq!(two.protectors[2].name, "key-file-2");
+        let mut rec = sample();
+        rec.push(recovery(7));
+        assert_eq!(rec.protectors[2].name, "recovery-key");
+        for c in [named, timed, two, rec] {
+            assert_eq!(c.version(), CONFIG_VERSION_2);
+            let bytes = c.to_json();
+            let text = String::from_utf8(bytes.clone()).unwrap();
+            assert!(
+                text.contains("\"version\": 2,") && text.contains("\"name\""),
+                "{text}"
+            );
+            assert_eq!(ConfigRecord::parse(&bytes).unwrap(), c);
         }
+    }
+
+    impl Protector {
+        fn tap_unnamed(mut self) -> Protector {
+            self.name.clear();
+            self
+        }
+    }
+
+    #[test]
+    fn version_2_fields_are_refused_in_version_1_and_names_checked() {
+        let mut c = sample();
+        c.push(recovery(1));
+        let v2 = String::from_utf8(c.to_json()).unwrap();
+        let cases = [
+            // A version-2 config declared as version 1.
+            v2.replace("\"version\": 2,", "\"version\": 1,"),
+            // A name missing, invalid or duplicated.
+            v2.replace("\"name\": \"key-file\",", ""),
+            v2.replace("\"name\": \"key-file\"", "\"name\": \"a b\""),
+            v2.replace("\"name\": \"key-file\"", "\"name\": \"passphrase\""),
+            v2.replace("\"name\": \"key-file\"", "\"name\": \"\""),
+            v2.replace("\"version\": 2,", "\"version\": 3,"),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            assert_ne!(case, &v2, "case {i} did not change the input");
+            assert!(
+                matches!(
+                    ConfigRecord::parse(case.as_bytes()),
+                    Err(ConfigError::Invalid(_))
+                ),
+                "case {i} parsed"
+            );
+        }
+        assert!(check_name("laptop-2025.main_1").is_ok());
+        for bad in ["", "-x", "a/b", "ä", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(format_utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(format_utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
+    }
+
+    #[test]
+    fn read_limited_refuses_what_is_not_a_regular_file() {
+        let dir =
+            std::env::temp_dir().join(format!("fscrypt-rs-config-reg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(matches!(read_limited(&fifo), Err(ConfigError::NotRegular)));
+        std::fs::write(dir.join("real"), b"x").unwrap();
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        assert!(matches!(
+            read_limited(&dir.join("link")),
+            Err(ConfigError::NotRegular)
+        ));
+        assert!(matches!(read_limited(&dir), Err(ConfigError::NotRegular)));
+        assert_eq!(read_limited(&dir.join("real")).unwrap(), b"x");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

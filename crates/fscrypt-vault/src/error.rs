@@ -26,6 +26,49 @@ pub enum Error {
         "wrong key file: it opens none of this vault's key-file protectors; give the key file made for this vault"
     )]
     WrongKeyFile,
+    /// The recovery key does not open any recovery-key protector.
+    #[error(
+        "wrong recovery key: it opens none of this vault's recovery-key protectors; give the recovery key shown when it was made"
+    )]
+    WrongRecoveryKey,
+    /// No protector has this name.
+    #[error("this vault has no protector named {0:?}: `fscrypt-rs protector list` shows the names")]
+    UnknownProtector(String),
+    /// The named protector is of another kind than the secret given.
+    #[error(
+        "protector {name:?} is a {found} protector, not a {given} one: give its kind of secret"
+    )]
+    ProtectorKind {
+        /// The protector's name.
+        name: String,
+        /// Its kind.
+        found: crate::config::ProtectorKind,
+        /// The kind of the secret given.
+        given: crate::config::ProtectorKind,
+    },
+    /// A new protector's name is taken.
+    #[error("a protector named {0:?} already exists: choose another --name")]
+    NameTaken(String),
+    /// A new protector's name is not allowed.
+    #[error("{0}")]
+    BadName(String),
+    /// Removing the only protector would lock the data away for good.
+    #[error(
+        "{0:?} is the vault's last protector: removing it would make the data unreadable; add another protector first"
+    )]
+    LastProtector(String),
+    /// The config already has [`crate::config::MAX_PROTECTORS`] protectors.
+    #[error(
+        "the vault already has {} protectors: remove one first",
+        crate::config::MAX_PROTECTORS
+    )]
+    TooManyProtectors,
+    /// The config changed between reading it and committing a change
+    /// (another `passwd`/`protector` command ran meanwhile).
+    #[error(
+        "{0}: the config changed while this command ran (another passwd or protector command?); nothing was written, run it again"
+    )]
+    ConfigChanged(PathBuf),
     /// The vault has no protector of the requested kind.
     #[error("this vault has no {0} protector: unlock it with the protector it has")]
     NoSuchProtector(&'static str),
@@ -115,7 +158,10 @@ impl Error {
     /// True for the errors that mean "the secret the user gave is wrong"
     /// (the CLI exits with a distinct code for them).
     pub fn is_wrong_secret(&self) -> bool {
-        matches!(self, Error::WrongPassphrase | Error::WrongKeyFile)
+        matches!(
+            self,
+            Error::WrongPassphrase | Error::WrongKeyFile | Error::WrongRecoveryKey
+        )
     }
 }
 

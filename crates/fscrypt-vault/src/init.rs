@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use fscrypt::{EncryptionMode, KeyIdentifier, MasterKey, PolicyFlags, PolicyV2};
 use fscrypt_crypto::SecretBuf;
 
-use crate::config::{self, CONFIG_NAME, ConfigError, ConfigRecord, PolicyRecord, ProtectorRecord};
+use crate::config::{
+    self, CONFIG_NAME, ConfigError, ConfigRecord, PolicyRecord, Protector, ProtectorRecord,
+};
 use crate::cost::{ARGON2_TARGET, Argon2Params};
 use crate::error::{Error, io_err};
-use crate::protector::{self, MASTER_KEY_SIZE, ProtectorError, SALT_SIZE};
+use crate::protector::{self, MASTER_KEY_SIZE, ProtectorError, RecoveryKey, SALT_SIZE};
 use crate::unlock::{Vault, policy_from_record};
 use crate::wrap;
 
@@ -49,6 +51,11 @@ pub struct InitOptions {
     /// Argon2id parameter choice (default: tune to [`ARGON2_TARGET`], or
     /// the [`crate::cost::ARGON2_ENV`] override).
     pub argon2: Argon2Choice,
+    /// Also make a recovery-key protector; the key is returned once in
+    /// [`InitReport::recovery_key`]. This makes a version-2 config (with
+    /// protector names and creation times); without it (the default) the
+    /// config is version 1.
+    pub recovery_key: bool,
 }
 
 impl Default for InitOptions {
@@ -64,6 +71,7 @@ impl Default for InitOptions {
             passphrase: None,
             key_file: None,
             argon2: Argon2Choice::Tune(ARGON2_TARGET),
+            recovery_key: false,
         }
     }
 }
@@ -105,6 +113,9 @@ pub struct InitReport {
     /// Argon2id parameters and the measured time of one derivation with
     /// them, when a passphrase protector was made.
     pub argon2: Option<(Argon2Params, Duration)>,
+    /// The recovery key, when [`InitOptions::recovery_key`] asked for one:
+    /// show it to the user once; it is not stored anywhere.
+    pub recovery_key: Option<RecoveryKey>,
 }
 
 impl Vault {
@@ -167,12 +178,12 @@ impl Vault {
             argon2_report = Some((params, start.elapsed()));
             let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
             let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
-            protectors.push(ProtectorRecord::Passphrase {
+            protectors.push(Protector::unnamed(ProtectorRecord::Passphrase {
                 params,
                 salt,
                 nonce,
                 wrapped_key,
-            });
+            }));
         }
         if let Some(key_file) = &opts.key_file {
             let mut salt = [0u8; SALT_SIZE];
@@ -180,16 +191,27 @@ impl Vault {
             let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
             let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
             let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
-            protectors.push(ProtectorRecord::KeyFile {
+            protectors.push(Protector::unnamed(ProtectorRecord::KeyFile {
                 salt,
                 nonce,
                 wrapped_key,
-            });
+            }));
         }
-        let record = ConfigRecord {
-            policy: policy_record,
-            protectors,
-        };
+        let mut recovery_key = None;
+        if opts.recovery_key {
+            let key = RecoveryKey::generate()?;
+            protectors.push(Protector::unnamed(crate::edit::wrap_master(
+                raw_key,
+                &crate::edit::NewSecret::RecoveryKey(&key),
+                &policy_bytes,
+            )?));
+            recovery_key = Some(key);
+            let now = config::now_unix();
+            for p in &mut protectors {
+                p.created = Some(now);
+            }
+        }
+        let record = ConfigRecord::new(policy_record, protectors);
 
         let result = crate::create_root(cipherdir, &policy).and_then(|()| {
             config::write_new_atomic(cipherdir, CONFIG_NAME, &record.to_json()).map_err(|e| match e
@@ -215,6 +237,7 @@ impl Vault {
             key_identifier: identifier,
             policy,
             argon2: argon2_report,
+            recovery_key,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! fscrypt-vault: the fscrypt-rs vault without FUSE — its on-disk format
 //! (the config file with the root policy and the wrapped master key, the
 //! backing layout and header of every object, the filesystem root) and
-//! unlocking (passphrase or key file → master key).
+//! unlocking (passphrase, key file or recovery key → master key), and
+//! changing the protectors without touching the data.
 //!
 //! `fscrypt-rs init`, the vault tests and offline tools use it directly;
 //! the filesystem (`fscrypt-fuse`) builds on it. The format is documented
@@ -11,10 +12,11 @@
 //! | module | owns |
 //! |--------|------|
 //! | [`config`] | the config file: JSON layout, parsing into fixed-size values and validation, serialization, the bounded read and the atomic never-overwriting write |
-//! | [`protector`] | the passphrase (Argon2id) and key-file (HKDF-SHA512) protectors: secret → 32-byte wrapping key |
+//! | [`protector`] | the passphrase (Argon2id), key-file and recovery-key (HKDF-SHA512) protectors: secret → 32-byte wrapping key; [`RecoveryKey`] and its written form |
 //! | [`cost`] | Argon2id parameters: bounds, the test override ([`cost::ARGON2_ENV`]), calibration on this machine |
 //! | [`wrap`] | key wrapping: XChaCha20-Poly1305 with the root policy as associated data |
-//! | [`unlock`] | [`Vault`]: opening a config and unwrapping the master key (config → master key, identifier checked) |
+//! | [`unlock`] | [`Vault`]: opening a config and unwrapping the master key with a [`Secret`] (config → master key, identifier checked) |
+//! | [`edit`] | adding, removing and changing protectors ([`NewSecret`]), committed atomically under the config lock |
 //! | [`init`] | [`Vault::init`]: a new vault (master key, policy, protectors, root, config as the commit point) |
 //! | [`layout`] | the backing layout: object headers, backing names and long names, symlink encoding, the symlink store object |
 //! | [`root`] | [`create_root`]: the root directory's metadata file |
@@ -39,6 +41,7 @@
 
 pub mod config;
 pub mod cost;
+pub mod edit;
 pub mod error;
 pub mod init;
 pub mod layout;
@@ -47,13 +50,14 @@ pub mod root;
 pub mod unlock;
 pub mod wrap;
 
-pub use config::CONFIG_NAME;
+pub use config::{CONFIG_NAME, Protector, ProtectorKind};
 pub use cost::{ARGON2_TARGET, Argon2Params};
+pub use edit::NewSecret;
 pub use error::{Corruption, Error};
 pub use init::{Argon2Choice, InitOptions, InitReport};
-pub use protector::ProtectorError;
+pub use protector::{ProtectorError, RecoveryKey, RecoveryKeyError};
 pub use root::create_root;
-pub use unlock::{FS_BLOCK_SIZE, Vault};
+pub use unlock::{FS_BLOCK_SIZE, Secret, Vault};
 
 #[cfg(test)]
 mod tests;

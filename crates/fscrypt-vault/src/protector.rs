@@ -5,6 +5,12 @@
 //! |------------|---------------------------------------------------------------------|
 //! | passphrase | Argon2id v1.3 ([`fscrypt_crypto::argon2id`]), parameters ([`crate::cost`]) and 32-byte salt stored |
 //! | key file   | HKDF-SHA512(salt = stored 32-byte salt, ikm = the 32- or 64-byte file, info = [`KEY_FILE_HKDF_INFO`]) |
+//! | recovery key | HKDF-SHA512(salt = stored 32-byte salt, ikm = the 32 random bytes of the [`RecoveryKey`], info = [`RECOVERY_KEY_HKDF_INFO`]) |
+//!
+//! A recovery key is shown to the user as 56 Crockford base32 characters in
+//! 14 groups of 4 ([`RecoveryKey::display`]): the 32 key bytes followed by a
+//! 3-byte checksum, so a mistyped character is caught before any unwrapping
+//! ([`RecoveryKey::parse`], tolerant of case, spaces and dashes).
 //!
 //! The wrapping itself (XChaCha20-Poly1305, the associated data) is in
 //! [`crate::wrap`]; the stored fields in [`crate::config`]; the fscrypt
@@ -25,6 +31,23 @@ pub const SALT_SIZE: usize = 32;
 
 /// HKDF-SHA512 `info` for the key-file protector's wrapping key.
 pub const KEY_FILE_HKDF_INFO: &[u8] = b"fscrypt-rs vault v1 key-file protector";
+
+/// HKDF-SHA512 `info` for the recovery-key protector's wrapping key.
+pub const RECOVERY_KEY_HKDF_INFO: &[u8] = b"fscrypt-rs vault v2 recovery-key protector";
+
+/// Size in bytes of a recovery key's secret (256 bits).
+pub const RECOVERY_KEY_SIZE: usize = 32;
+/// Size in bytes of a recovery key's checksum (the first bytes of
+/// SHA-256(`RECOVERY_KEY_CHECK_PREFIX` ‖ key)).
+pub const RECOVERY_KEY_CHECK_SIZE: usize = 3;
+/// Domain-separation prefix of the recovery key checksum.
+pub const RECOVERY_KEY_CHECK_PREFIX: &[u8] = b"fscrypt-rs recovery key checksum\0";
+/// Characters of a recovery key: (32 + 3) bytes = 280 bits = 56 base32 digits.
+pub const RECOVERY_KEY_CHARS: usize = (RECOVERY_KEY_SIZE + RECOVERY_KEY_CHECK_SIZE) * 8 / 5;
+/// Characters per displayed group.
+pub const RECOVERY_KEY_GROUP: usize = 4;
+/// Crockford's base32 alphabet (no I, L, O, U).
+const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 /// Key files must have one of these sizes in bytes.
 pub const KEY_FILE_SIZES: [usize; 2] = [32, 64];
@@ -59,6 +82,9 @@ pub enum ProtectorError {
         "a key file must be 32 or 64 bytes long, this one has {0} bytes: give the key file made for this vault"
     )]
     KeyFileSize(usize),
+    /// A recovery key that does not parse (length, character, checksum).
+    #[error("{0}")]
+    RecoveryKey(RecoveryKeyError),
     /// An empty passphrase.
     #[error("the passphrase is empty: choose a non-empty passphrase")]
     EmptyPassphrase,
@@ -116,6 +142,203 @@ pub fn check_key_file_size(len: usize) -> Result<(), ProtectorError> {
         Ok(())
     } else {
         Err(ProtectorError::KeyFileSize(len))
+    }
+}
+
+/// Derives a 32-byte wrapping key from a recovery key with HKDF-SHA512:
+/// `salt` = the stored 32-byte salt, `ikm` = the key's 32 bytes, `info` =
+/// [`RECOVERY_KEY_HKDF_INFO`] (a high-entropy secret needs no slow KDF).
+///
+/// # Errors
+/// [`ProtectorError::Kdf`] if HKDF refuses the output length (it cannot).
+pub fn recovery_key_wrapping_key(
+    key: &RecoveryKey,
+    salt: &[u8; SALT_SIZE],
+) -> Result<Zeroizing<[u8; WRAPPING_KEY_SIZE]>, ProtectorError> {
+    let prk = fscrypt_crypto::HkdfSha512::extract(salt, key.as_bytes());
+    let mut out = Zeroizing::new([0u8; WRAPPING_KEY_SIZE]);
+    prk.expand(&[RECOVERY_KEY_HKDF_INFO], out.as_mut())
+        .map_err(ProtectorError::Kdf)?;
+    Ok(out)
+}
+
+/// Why a typed recovery key was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoveryKeyError {
+    /// Not the right number of base32 characters.
+    #[error(
+        "a recovery key has {RECOVERY_KEY_CHARS} characters (14 groups of {RECOVERY_KEY_GROUP}), this one has {0}: type all the groups"
+    )]
+    Length(usize),
+    /// A character outside Crockford's base32 alphabet.
+    #[error(
+        "{0:?} (group {1}) is not a recovery key character (0-9 and A-Z without U): check that group"
+    )]
+    BadChar(char, usize),
+    /// The checksum does not match: a character is mistyped.
+    #[error(
+        "the recovery key has a typo (its checksum does not match){hint}: check each group against the one written down"
+    )]
+    Checksum {
+        /// ", probably in group N" when a single changed character explains it.
+        hint: String,
+    },
+}
+
+/// A recovery key: 32 random bytes, written down by the user as 56 Crockford
+/// base32 characters that carry a 24-bit checksum.
+pub struct RecoveryKey(Zeroizing<[u8; RECOVERY_KEY_SIZE]>);
+
+impl std::fmt::Debug for RecoveryKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryKey(..)")
+    }
+}
+
+fn recovery_checksum(key: &[u8; RECOVERY_KEY_SIZE]) -> [u8; RECOVERY_KEY_CHECK_SIZE] {
+    let mut msg = Zeroizing::new([0u8; RECOVERY_KEY_CHECK_PREFIX.len() + RECOVERY_KEY_SIZE]);
+    msg[..RECOVERY_KEY_CHECK_PREFIX.len()].copy_from_slice(RECOVERY_KEY_CHECK_PREFIX);
+    msg[RECOVERY_KEY_CHECK_PREFIX.len()..].copy_from_slice(key);
+    let digest = Zeroizing::new(fscrypt_crypto::sha256(msg.as_ref()));
+    let mut out = [0u8; RECOVERY_KEY_CHECK_SIZE];
+    out.copy_from_slice(&digest[..RECOVERY_KEY_CHECK_SIZE]);
+    out
+}
+
+/// Crockford decoding of one character (case-insensitive; O→0, I/L→1).
+fn crockford_value(c: u8) -> Option<u8> {
+    let c = c.to_ascii_uppercase();
+    let c = match c {
+        b'O' => b'0',
+        b'I' | b'L' => b'1',
+        other => other,
+    };
+    CROCKFORD.iter().position(|&a| a == c).map(|v| v as u8)
+}
+
+/// Decodes 56 base32 digits (values 0..32) into key ‖ checksum.
+fn unpack(
+    digits: &[u8; RECOVERY_KEY_CHARS],
+) -> Zeroizing<[u8; RECOVERY_KEY_SIZE + RECOVERY_KEY_CHECK_SIZE]> {
+    let mut out = Zeroizing::new([0u8; RECOVERY_KEY_SIZE + RECOVERY_KEY_CHECK_SIZE]);
+    for (i, &d) in digits.iter().enumerate() {
+        for b in 0..5 {
+            if d & (0x10 >> b) != 0 {
+                let bit = i * 5 + b;
+                out[bit / 8] |= 0x80 >> (bit % 8);
+            }
+        }
+    }
+    out
+}
+
+/// Splits key ‖ checksum and checks the checksum.
+fn check_unpacked(
+    bytes: &[u8; RECOVERY_KEY_SIZE + RECOVERY_KEY_CHECK_SIZE],
+) -> Option<RecoveryKey> {
+    let mut key = Zeroizing::new([0u8; RECOVERY_KEY_SIZE]);
+    key.copy_from_slice(&bytes[..RECOVERY_KEY_SIZE]);
+    (recovery_checksum(&key) == bytes[RECOVERY_KEY_SIZE..]).then_some(RecoveryKey(key))
+}
+
+impl RecoveryKey {
+    /// Draws a new recovery key from the operating system's RNG.
+    ///
+    /// # Errors
+    /// [`ProtectorError::Random`].
+    pub fn generate() -> Result<RecoveryKey, ProtectorError> {
+        let mut key = Zeroizing::new([0u8; RECOVERY_KEY_SIZE]);
+        random_bytes(key.as_mut())?;
+        Ok(RecoveryKey(key))
+    }
+
+    /// A recovery key with these bytes (tests, tools).
+    pub fn from_bytes(bytes: &[u8; RECOVERY_KEY_SIZE]) -> RecoveryKey {
+        RecoveryKey(Zeroizing::new(*bytes))
+    }
+
+    /// The 32 secret bytes.
+    pub fn as_bytes(&self) -> &[u8; RECOVERY_KEY_SIZE] {
+        &self.0
+    }
+
+    /// The form shown to the user: 56 upper-case Crockford base32
+    /// characters (key ‖ checksum) in groups of 4 joined by `-`.
+    pub fn display(&self) -> Zeroizing<String> {
+        let mut bytes = Zeroizing::new([0u8; RECOVERY_KEY_SIZE + RECOVERY_KEY_CHECK_SIZE]);
+        bytes[..RECOVERY_KEY_SIZE].copy_from_slice(self.as_bytes());
+        bytes[RECOVERY_KEY_SIZE..].copy_from_slice(&recovery_checksum(self.as_bytes()));
+        let mut out = Zeroizing::new(String::with_capacity(RECOVERY_KEY_CHARS * 5 / 4));
+        for i in 0..RECOVERY_KEY_CHARS {
+            let mut d = 0u8;
+            for b in 0..5 {
+                let bit = i * 5 + b;
+                if bytes[bit / 8] & (0x80 >> (bit % 8)) != 0 {
+                    d |= 0x10 >> b;
+                }
+            }
+            if i > 0 && i % RECOVERY_KEY_GROUP == 0 {
+                out.push('-');
+            }
+            out.push(CROCKFORD[d as usize] as char);
+        }
+        out
+    }
+
+    /// Parses a typed recovery key: case-insensitive, spaces, tabs and
+    /// dashes ignored, `O` read as `0` and `I`/`L` as `1` (Crockford).
+    ///
+    /// # Errors
+    /// [`RecoveryKeyError::Length`], [`RecoveryKeyError::BadChar`],
+    /// [`RecoveryKeyError::Checksum`] (with the group of the typo when a
+    /// single changed character explains the mismatch).
+    pub fn parse(text: &[u8]) -> Result<RecoveryKey, RecoveryKeyError> {
+        let mut digits = Zeroizing::new([0u8; RECOVERY_KEY_CHARS]);
+        let mut n = 0usize;
+        for &c in text {
+            if matches!(c, b' ' | b'\t' | b'-' | b'\r' | b'\n') {
+                continue;
+            }
+            let group = n / RECOVERY_KEY_GROUP + 1;
+            let Some(v) = crockford_value(c) else {
+                let shown = if c.is_ascii_graphic() { c as char } else { '?' };
+                return Err(RecoveryKeyError::BadChar(shown, group));
+            };
+            if n < RECOVERY_KEY_CHARS {
+                digits[n] = v;
+            }
+            n += 1;
+        }
+        if n != RECOVERY_KEY_CHARS {
+            return Err(RecoveryKeyError::Length(n));
+        }
+        if let Some(key) = check_unpacked(&unpack(&digits)) {
+            return Ok(key);
+        }
+        // Which single character would make the checksum match?
+        let mut groups = Vec::new();
+        for i in 0..RECOVERY_KEY_CHARS {
+            let orig = digits[i];
+            for v in 0..32u8 {
+                if v == orig {
+                    continue;
+                }
+                digits[i] = v;
+                if check_unpacked(&unpack(&digits)).is_some() {
+                    let g = i / RECOVERY_KEY_GROUP + 1;
+                    if !groups.contains(&g) {
+                        groups.push(g);
+                    }
+                }
+            }
+            digits[i] = orig;
+        }
+        let hint = match groups.as_slice() {
+            [g] => format!(", probably in group {g}"),
+            _ => String::new(),
+        };
+        Err(RecoveryKeyError::Checksum { hint })
     }
 }
 

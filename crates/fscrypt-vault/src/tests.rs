@@ -206,11 +206,12 @@ fn tampering_is_detected() {
         let salt = [5u8; SALT_SIZE];
         let wrapping = protector::key_file_wrapping_key(&key, &salt).unwrap();
         let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, &[0x42; MASTER_KEY_SIZE]).unwrap();
-        r.protectors = vec![ProtectorRecord::KeyFile {
+        r.protectors = vec![config::Protector::unnamed(ProtectorRecord::KeyFile {
             salt,
             nonce,
             wrapped_key,
-        }];
+        })];
+        r.protectors[0].name = "key-file".into();
     });
     assert!(matches!(
         Vault::open(t.path()).unwrap().unlock_with_key_file(&key),

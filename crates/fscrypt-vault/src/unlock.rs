@@ -1,9 +1,10 @@
 //! Unlocking: a vault's config read and validated ([`Vault::open`]), then a
-//! passphrase or key file turned into the master key (config → protector →
-//! unwrapped key → identifier check against the policy).
+//! passphrase, key file or recovery key ([`Secret`]) turned into the master
+//! key (config → protector → unwrapped key → identifier check against the
+//! policy).
 //!
 //! A vault's master key is 64 random bytes; it is never stored in the clear.
-//! Each protector (passphrase or key file) wraps the same master key, and
+//! Each protector (passphrase, key file or recovery key) wraps the same master key, and
 //! after unwrapping, its v2 key identifier (spec §4.4) must equal the one in
 //! the stored policy. Creating a vault is in [`crate::init`]; the file in
 //! [`crate::config`]; the format in docs/vault-format.md, "Vault
@@ -15,10 +16,13 @@ use std::path::{Path, PathBuf};
 use fscrypt::{KeyIdentifier, MasterKey, Policy, PolicyFlags, PolicyV2};
 use fscrypt_crypto::SecretBuf;
 
-use crate::config::{self, CONFIG_NAME, ConfigError, ConfigRecord, PolicyRecord, ProtectorRecord};
+use crate::config::{
+    self, CONFIG_NAME, ConfigError, ConfigRecord, PolicyRecord, Protector, ProtectorKind,
+    ProtectorRecord,
+};
 use crate::cost::Argon2Params;
 use crate::error::Error;
-use crate::protector::{self, ProtectorError};
+use crate::protector::{self, ProtectorError, RecoveryKey};
 use crate::wrap;
 
 /// Block size in bytes the filesystem reports; data units may not be larger
@@ -38,12 +42,45 @@ pub(crate) fn policy_from_record(record: &PolicyRecord) -> Result<PolicyV2, fscr
     }
 }
 
+/// A secret given to unlock a vault.
+#[derive(Clone, Copy, Debug)]
+pub enum Secret<'a> {
+    /// A passphrase, as typed (without its line end).
+    Passphrase(&'a [u8]),
+    /// The contents of a key file (32 or 64 bytes).
+    KeyFile(&'a [u8]),
+    /// A recovery key ([`RecoveryKey::parse`] of what the user typed).
+    RecoveryKey(&'a RecoveryKey),
+}
+
+impl Secret<'_> {
+    /// The protector kind this secret opens.
+    pub fn kind(&self) -> ProtectorKind {
+        match self {
+            Secret::Passphrase(_) => ProtectorKind::Passphrase,
+            Secret::KeyFile(_) => ProtectorKind::KeyFile,
+            Secret::RecoveryKey(_) => ProtectorKind::RecoveryKey,
+        }
+    }
+
+    fn wrong(&self) -> Error {
+        match self {
+            Secret::Passphrase(_) => Error::WrongPassphrase,
+            Secret::KeyFile(_) => Error::WrongKeyFile,
+            Secret::RecoveryKey(_) => Error::WrongRecoveryKey,
+        }
+    }
+}
+
 /// An opened vault: its validated config.
 #[derive(Debug)]
 pub struct Vault {
     pub(crate) dir: PathBuf,
     pub(crate) record: ConfigRecord,
     pub(crate) policy: PolicyV2,
+    /// The config bytes this was parsed from (a change is only committed
+    /// over these same bytes, see [`crate::edit`]).
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Vault {
@@ -91,6 +128,7 @@ impl Vault {
             dir: cipherdir.to_owned(),
             record,
             policy,
+            bytes: bytes.to_vec(),
         })
     }
 
@@ -109,27 +147,44 @@ impl Vault {
         self.policy.master_key_identifier
     }
 
-    /// True if the vault has a passphrase protector.
-    pub fn has_passphrase(&self) -> bool {
+    /// The protectors, in config order, with their names.
+    pub fn protectors(&self) -> &[Protector] {
+        &self.record.protectors
+    }
+
+    /// The config format version this vault's config is written in (1 or 2).
+    pub fn config_version(&self) -> u32 {
+        self.record.version()
+    }
+
+    /// True if the vault has a protector of `kind`.
+    pub fn has_kind(&self, kind: ProtectorKind) -> bool {
         self.record
             .protectors
             .iter()
-            .any(|p| p.kind() == config::KIND_PASSPHRASE)
+            .any(|p| p.record.protector_kind() == kind)
+    }
+
+    /// True if the vault has a passphrase protector.
+    pub fn has_passphrase(&self) -> bool {
+        self.has_kind(ProtectorKind::Passphrase)
     }
 
     /// True if the vault has a key-file protector.
     pub fn has_key_file(&self) -> bool {
-        self.record
-            .protectors
-            .iter()
-            .any(|p| p.kind() == config::KIND_KEY_FILE)
+        self.has_kind(ProtectorKind::KeyFile)
+    }
+
+    /// True if the vault has a recovery-key protector.
+    pub fn has_recovery_key(&self) -> bool {
+        self.has_kind(ProtectorKind::RecoveryKey)
     }
 
     /// The Argon2id parameters of the first passphrase protector.
     pub fn argon2_params(&self) -> Option<Argon2Params> {
-        self.record.protectors.iter().find_map(|p| match p {
+        self.record.protectors.iter().find_map(|p| match &p.record {
             ProtectorRecord::Passphrase { params, .. } => Some(*params),
-            ProtectorRecord::KeyFile { .. } => None,
+            _ => None,
         })
     }
 
@@ -156,6 +211,16 @@ impl Vault {
         self.master_key_from_bytes(&raw)
     }
 
+    /// Unwraps the master key with a recovery key.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchProtector`], [`Error::WrongRecoveryKey`],
+    /// [`Error::IdentifierMismatch`].
+    pub fn unlock_with_recovery_key(&self, key: &RecoveryKey) -> Result<MasterKey, Error> {
+        let raw = self.unwrap_with(&Secret::RecoveryKey(key), None)?.0;
+        self.master_key_from_bytes(&raw)
+    }
+
     /// Like [`Vault::unlock_with_passphrase`], but returns the raw 64-byte
     /// master key (identifier already checked) in a [`SecretBuf`], e.g. to
     /// hand it to a mount daemon over a pipe.
@@ -163,28 +228,7 @@ impl Vault {
     /// # Errors
     /// As [`Vault::unlock_with_passphrase`].
     pub fn unwrap_with_passphrase(&self, passphrase: &[u8]) -> Result<SecretBuf, Error> {
-        if !self.has_passphrase() {
-            return Err(Error::NoSuchProtector("passphrase"));
-        }
-        let policy_bytes = self.record.policy.to_uapi_bytes();
-        let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
-        for p in &self.record.protectors {
-            if let ProtectorRecord::Passphrase {
-                params,
-                salt,
-                nonce,
-                wrapped_key,
-            } = p
-            {
-                let wrapping = protector::passphrase_wrapping_key(params, passphrase, salt)?;
-                match wrap::open(&wrapping, &ad, nonce, wrapped_key) {
-                    Ok(raw) => return self.checked(raw),
-                    Err(ProtectorError::WrongSecret) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        Err(Error::WrongPassphrase)
+        Ok(self.unwrap_with(&Secret::Passphrase(passphrase), None)?.0)
     }
 
     /// Like [`Vault::unlock_with_key_file`], but returns the raw 64-byte
@@ -193,28 +237,111 @@ impl Vault {
     /// # Errors
     /// As [`Vault::unlock_with_key_file`].
     pub fn unwrap_with_key_file(&self, key_file: &[u8]) -> Result<SecretBuf, Error> {
-        if !self.has_key_file() {
-            return Err(Error::NoSuchProtector("key file"));
+        Ok(self.unwrap_with(&Secret::KeyFile(key_file), None)?.0)
+    }
+
+    /// Like [`Vault::unlock_with_recovery_key`], but returns the raw
+    /// 64-byte master key (identifier already checked).
+    ///
+    /// # Errors
+    /// As [`Vault::unlock_with_recovery_key`].
+    pub fn unwrap_with_recovery_key(&self, key: &RecoveryKey) -> Result<SecretBuf, Error> {
+        Ok(self.unwrap_with(&Secret::RecoveryKey(key), None)?.0)
+    }
+
+    /// Unwraps the raw master key (identifier checked) with `secret`,
+    /// trying each protector of its kind in config order, or only the
+    /// protector named `only`. Returns the key and the index of the
+    /// protector that opened it.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchProtector`] (no protector of that kind),
+    /// [`Error::UnknownProtector`], [`Error::ProtectorKind`] (`only` names
+    /// a protector of another kind), [`Error::WrongPassphrase`],
+    /// [`Error::WrongKeyFile`], [`Error::WrongRecoveryKey`],
+    /// [`Error::IdentifierMismatch`], [`Error::Protector`].
+    pub fn unwrap_with(
+        &self,
+        secret: &Secret<'_>,
+        only: Option<&str>,
+    ) -> Result<(SecretBuf, usize), Error> {
+        let kind = secret.kind();
+        if let Some(name) = only {
+            let i = self
+                .record
+                .find(name)
+                .ok_or_else(|| Error::UnknownProtector(name.to_owned()))?;
+            let found = self.record.protectors[i].record.protector_kind();
+            if found != kind {
+                return Err(Error::ProtectorKind {
+                    name: name.to_owned(),
+                    found,
+                    given: kind,
+                });
+            }
+        } else if !self.has_kind(kind) {
+            return Err(Error::NoSuchProtector(match kind {
+                ProtectorKind::Passphrase => "passphrase",
+                ProtectorKind::KeyFile => "key file",
+                ProtectorKind::RecoveryKey => "recovery key",
+            }));
         }
-        protector::check_key_file_size(key_file.len())?;
+        if let Secret::KeyFile(k) = secret {
+            protector::check_key_file_size(k.len())?;
+        }
         let policy_bytes = self.record.policy.to_uapi_bytes();
-        let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
-        for p in &self.record.protectors {
-            if let ProtectorRecord::KeyFile {
-                salt,
-                nonce,
-                wrapped_key,
-            } = p
-            {
-                let wrapping = protector::key_file_wrapping_key(key_file, salt)?;
-                match wrap::open(&wrapping, &ad, nonce, wrapped_key) {
-                    Ok(raw) => return self.checked(raw),
-                    Err(ProtectorError::WrongSecret) => continue,
-                    Err(e) => return Err(e.into()),
-                }
+        let ad = wrap::associated_data(kind.ad_byte(), &policy_bytes);
+        for (i, p) in self.record.protectors.iter().enumerate() {
+            if p.record.protector_kind() != kind || only.is_some_and(|n| n != p.name) {
+                continue;
+            }
+            let (wrapping, nonce, wrapped_key) = match (&p.record, secret) {
+                (
+                    ProtectorRecord::Passphrase {
+                        params,
+                        salt,
+                        nonce,
+                        wrapped_key,
+                    },
+                    Secret::Passphrase(pass),
+                ) => (
+                    protector::passphrase_wrapping_key(params, pass, salt)?,
+                    nonce,
+                    wrapped_key,
+                ),
+                (
+                    ProtectorRecord::KeyFile {
+                        salt,
+                        nonce,
+                        wrapped_key,
+                    },
+                    Secret::KeyFile(key),
+                ) => (
+                    protector::key_file_wrapping_key(key, salt)?,
+                    nonce,
+                    wrapped_key,
+                ),
+                (
+                    ProtectorRecord::RecoveryKey {
+                        salt,
+                        nonce,
+                        wrapped_key,
+                    },
+                    Secret::RecoveryKey(key),
+                ) => (
+                    protector::recovery_key_wrapping_key(key, salt)?,
+                    nonce,
+                    wrapped_key,
+                ),
+                _ => continue,
+            };
+            match wrap::open(&wrapping, &ad, nonce, wrapped_key) {
+                Ok(raw) => return Ok((self.checked(raw)?, i)),
+                Err(ProtectorError::WrongSecret) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::WrongKeyFile)
+        Err(secret.wrong())
     }
 
     fn checked(&self, raw: SecretBuf) -> Result<SecretBuf, Error> {

@@ -71,7 +71,9 @@ impl From<FilenamesMode> for EncryptionMode {
 /// Arguments of `fscrypt-rs init`.
 ///
 /// Protectors: a passphrase by default; `--key-file`/`--new-key-file`
-/// instead, or both with `--passphrase`. The passphrase is read from the
+/// instead, or both with `--passphrase`; and a recovery key, shown once,
+/// unless `--no-recovery-key`. More can be added later with `fscrypt-rs
+/// protector add`. The passphrase is read from the
 /// terminal (no echo, asked twice) or, when stdin is not a terminal, as one
 /// line from stdin.
 #[derive(clap::Args, Debug)]
@@ -108,6 +110,11 @@ pub struct Args {
     /// Also add a passphrase protector when a key file is given.
     #[arg(long)]
     pub passphrase: bool,
+    /// Do not make a recovery key (by default one is made and shown once:
+    /// 56 characters to write down, which unlock the vault like the
+    /// passphrase). Without it, the config stays in the version-1 format.
+    #[arg(long)]
+    pub no_recovery_key: bool,
 }
 
 /// Runs `fscrypt-rs init`.
@@ -125,6 +132,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         direct_key: args.direct_key,
         iv_ino_lblk_64: args.iv_ino_lblk_64,
         iv_ino_lblk_32: args.iv_ino_lblk_32,
+        recovery_key: !args.no_recovery_key,
         ..InitOptions::default()
     };
     // Refuse a bad policy before asking for any secret or creating a key file.
@@ -205,6 +213,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = args.key_file.as_ref().or(args.new_key_file.as_ref()) {
         println!("  key-file protector: {}", path.display());
+    }
+    if let Some(key) = &report.recovery_key {
+        secret::show_recovery_key(key);
     }
     Ok(ExitCode::SUCCESS)
 }

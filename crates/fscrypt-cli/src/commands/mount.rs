@@ -50,6 +50,10 @@ pub struct Args {
     /// Unlock with this key file instead of a passphrase.
     #[arg(long)]
     pub key_file: Option<PathBuf>,
+    /// Unlock with the recovery key shown at `init` (typed without echo,
+    /// or one line on stdin; case, spaces and dashes do not matter).
+    #[arg(long, conflicts_with_all = ["key_file", "locked"])]
+    pub recovery_key: bool,
     /// Mount without the key: no-key names, no contents (like the kernel
     /// without the key).
     #[arg(long, conflicts_with = "key_file")]
@@ -269,6 +273,7 @@ pub fn parse_helper_args(
         cipherdir,
         mountpoint,
         key_file: None,
+        recovery_key: false,
         locked: false,
         foreground: false,
         nonempty: false,
@@ -331,6 +336,17 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
     let key = if args.locked {
         Key::Locked
+    } else if args.recovery_key {
+        let prompt = format!("Recovery key for {}: ", args.cipherdir.display());
+        let rk = match secret::read_recovery_key(&prompt)? {
+            Ok(rk) => rk,
+            Err(code) => return Ok(code),
+        };
+        match vault.unwrap_with_recovery_key(&rk) {
+            Ok(raw) => Key::Raw(raw),
+            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
+            Err(e) => return Err(e.into()),
+        }
     } else if let Some(path) = &key_file {
         let bytes = secret::read_key_file(path)?;
         match vault.unwrap_with_key_file(&bytes) {
@@ -341,7 +357,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         if !vault.has_passphrase() {
             bail!(
-                "{} has no passphrase protector: unlock it with --key-file (or mount it --locked)",
+                "{} has no passphrase protector: unlock it with --key-file or --recovery-key (or mount it --locked)",
                 args.cipherdir.display()
             );
         }

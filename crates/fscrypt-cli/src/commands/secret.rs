@@ -1,7 +1,7 @@
 //! Reading the secrets of vault commands: passphrases (terminal without
 //! echo, or stdin read once) and key files; the exit code for a wrong one.
 //!
-//! Shared by `init`, `mount` and `demo`; the cryptography is in
+//! Shared by `init`, `mount`, `demo`, `passwd` and `protector`; the cryptography is in
 //! `fscrypt_vault`.
 
 use std::fs::{File, OpenOptions};
@@ -124,6 +124,40 @@ pub fn read_passphrase(prompt: &str, confirm: bool) -> anyhow::Result<SecretBuf>
         bail!("the passphrase is empty");
     }
     Ok(pass)
+}
+
+/// Reads a recovery key: from the terminal with echo off when stdin is a
+/// terminal, otherwise one line from stdin; then parses it (case, spaces
+/// and dashes do not matter; a typo is caught by its checksum). A key that
+/// does not parse is a wrong secret: its one-line reason is printed and
+/// `Ok(Err(exit code 12))` returned.
+///
+/// # Errors
+/// Read errors.
+pub fn read_recovery_key(
+    prompt: &str,
+) -> anyhow::Result<Result<fscrypt_vault::RecoveryKey, ExitCode>> {
+    let line = if rustix::termios::isatty(std::io::stdin()) {
+        prompt_no_echo(prompt)?
+    } else {
+        read_line_stdin()?
+    };
+    Ok(match fscrypt_vault::RecoveryKey::parse(&line) {
+        Ok(key) => Ok(key),
+        Err(e) => {
+            eprintln!("fscrypt-rs: {e}");
+            Err(ExitCode::from(EXIT_WRONG_SECRET))
+        }
+    })
+}
+
+/// Prints a new recovery key once, with what to do with it.
+pub fn show_recovery_key(key: &fscrypt_vault::RecoveryKey) {
+    println!("  recovery key (opens the vault like any other protector; shown only now,");
+    println!("  write it down and keep it somewhere safe):");
+    println!();
+    println!("      {}", key.display().as_str());
+    println!();
 }
 
 /// Reads a key file (at most 64 bytes are accepted; the size check itself

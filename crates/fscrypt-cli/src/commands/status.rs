@@ -175,6 +175,9 @@ fn vault_status(args: &Args, vault_dir: &Path, via: Option<&Path>) -> anyhow::Re
     if vault.has_key_file() {
         protectors.push("key_file");
     }
+    if vault.has_recovery_key() {
+        protectors.push("recovery_key");
+    }
     let list = mounts::vault_mounts(vault_dir);
     if args.json {
         let out = serde_json::json!({
