@@ -12,6 +12,7 @@
 //! {
 //!   "format": "fscrypt-rs vault",
 //!   "version": 1,
+//!   "created": 1767225600,
 //!   "policy": { "version": 2, "contents_encryption_mode": 1,
 //!               "filenames_encryption_mode": 4, "flags": 3,
 //!               "log2_data_unit_size": 0,
@@ -68,6 +69,13 @@ pub enum ConfigError {
     /// The file is not a valid vault config; the text says which field.
     #[error("not a valid vault config: {0}; restore it from a backup")]
     Invalid(String),
+    /// The config is not a regular file (a FIFO, a device, a directory, a
+    /// socket or a symlink): it is never opened for reading, so a FIFO
+    /// cannot make `mount` wait forever.
+    #[error(
+        "the config is {0}, not a regular file, so it is not a vault config; restore it from a backup"
+    )]
+    NotRegular(&'static str),
     /// The config is larger than [`MAX_CONFIG_SIZE`].
     #[error(
         "the config is larger than {MAX_CONFIG_SIZE} bytes, so it is not a vault config; restore it from a backup"
@@ -155,6 +163,9 @@ pub struct ConfigRecord {
     pub policy: PolicyRecord,
     /// The protectors, in file order (at least one).
     pub protectors: Vec<ProtectorRecord>,
+    /// When `init` made the vault, in seconds since 1970-01-01 UTC (absent
+    /// in configs made before it was recorded).
+    pub created: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -162,6 +173,8 @@ pub struct ConfigRecord {
 struct ConfigJson {
     format: String,
     version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created: Option<u64>,
     policy: PolicyJson,
     protectors: Vec<ProtectorJson>,
 }
@@ -259,6 +272,9 @@ impl ConfigRecord {
             return Err(invalid(format!("more than {MAX_PROTECTORS} protectors")));
         }
         let mut protectors = Vec::with_capacity(json.protectors.len());
+        // A wrong passphrase tries every passphrase protector: bound their
+        // total cost as that of one (in time, not only in memory).
+        let mut total_work: u64 = 0;
         for p in &json.protectors {
             protectors.push(match p {
                 ProtectorJson::Passphrase {
@@ -283,6 +299,12 @@ impl ConfigRecord {
                         p_cost: *p_cost,
                     };
                     params.validate().map_err(|e| invalid(e.to_string()))?;
+                    total_work += params.work_kib();
+                    if total_work > Argon2Params::MAX_WORK_KIB {
+                        return Err(invalid(
+                            "the passphrase protectors together cost more than m*t = 32 GiB of Argon2id work (minutes to unlock)",
+                        ));
+                    }
                     ProtectorRecord::Passphrase {
                         params,
                         salt: hex_array("salt", salt)?,
@@ -307,7 +329,11 @@ impl ConfigRecord {
                 }
             });
         }
-        Ok(ConfigRecord { policy, protectors })
+        Ok(ConfigRecord {
+            policy,
+            protectors,
+            created: json.created,
+        })
     }
 
     /// Serializes to pretty-printed JSON with a trailing newline.
@@ -316,6 +342,7 @@ impl ConfigRecord {
         let json = ConfigJson {
             format: FORMAT_NAME.to_owned(),
             version: CONFIG_VERSION,
+            created: self.created,
             policy: PolicyJson {
                 version: 2,
                 contents_encryption_mode: p.contents_mode,
@@ -365,12 +392,41 @@ impl ConfigRecord {
     }
 }
 
-/// Reads a config file, refusing anything over [`MAX_CONFIG_SIZE`].
+/// Reads a config file, refusing anything over [`MAX_CONFIG_SIZE`] and
+/// anything but a regular file: it is opened with `O_NONBLOCK | O_NOFOLLOW`
+/// (so neither a FIFO nor a symlink can make the open wait or lead
+/// elsewhere) and `fstat`ed before a byte is read.
 ///
 /// # Errors
-/// [`ConfigError::Io`] (e.g. `NotFound`), [`ConfigError::TooLarge`].
+/// [`ConfigError::Io`] (e.g. `NotFound`), [`ConfigError::NotRegular`],
+/// [`ConfigError::TooLarge`].
 pub fn read_limited(path: &Path) -> Result<Vec<u8>, ConfigError> {
-    let file = File::open(path)?;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+    {
+        Ok(f) => f,
+        // O_NOFOLLOW on a symlink.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(ConfigError::NotRegular("a symbolic link"));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let file_type = file.metadata()?.file_type();
+    if !file_type.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        return Err(ConfigError::NotRegular(if file_type.is_fifo() {
+            "a FIFO"
+        } else if file_type.is_dir() {
+            "a directory"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        }));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_SIZE + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_CONFIG_SIZE {
@@ -473,6 +529,7 @@ mod tests {
                     wrapped_key: [6; WRAPPED_KEY_SIZE],
                 },
             ],
+            created: Some(1_767_225_600),
         }
     }
 
@@ -497,6 +554,11 @@ mod tests {
             good.replace("argon2id", "scrypt"),
             good.replace("\"t_cost\": 3", "\"t_cost\": 0"),
             good.replace("\"m_cost_kib\": 65536", "\"m_cost_kib\": 4294967295"),
+            // 4 GiB x 1000 passes: hours of work (the bound in time).
+            good.replace("\"m_cost_kib\": 65536", "\"m_cost_kib\": 4194304")
+                .replace("\"t_cost\": 3", "\"t_cost\": 1000"),
+            good.replace("\"t_cost\": 3", "\"t_cost\": 513"),
+            good.replace("1767225600", "\"yesterday\""),
             good.replace(&"ab".repeat(16), &"ab".repeat(15)),
             good.replace(&"06".repeat(80), &"0g".repeat(80)),
             good.replace("\"flags\": 3,", "\"flags\": 3, \"extra\": 1,"),
@@ -517,6 +579,56 @@ mod tests {
         let mut none = sample();
         none.protectors.clear();
         assert!(ConfigRecord::parse(&none.to_json()).is_err());
+    }
+
+    #[test]
+    fn read_refuses_fifos_symlinks_and_directories_at_once() {
+        let dir =
+            std::env::temp_dir().join(format!("fscrypt-rs-config-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let regular = dir.join("regular");
+        std::fs::write(&regular, b"{}").unwrap();
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&regular, &link).unwrap();
+        // Without O_NONBLOCK the open of a FIFO with no writer blocks
+        // forever; bound the test by running it on a thread.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let paths = (fifo.clone(), link.clone(), dir.clone(), regular.clone());
+        std::thread::spawn(move || {
+            let results = [
+                read_limited(&paths.0),
+                read_limited(&paths.1),
+                read_limited(&paths.2),
+            ];
+            let _ = tx.send((results, read_limited(&paths.3).ok()));
+        });
+        let ([fifo_r, link_r, dir_r], regular_r) = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("reading a FIFO config hangs");
+        assert!(
+            matches!(fifo_r, Err(ConfigError::NotRegular("a FIFO"))),
+            "{fifo_r:?}"
+        );
+        assert!(
+            matches!(link_r, Err(ConfigError::NotRegular("a symbolic link"))),
+            "{link_r:?}"
+        );
+        assert!(
+            matches!(dir_r, Err(ConfigError::NotRegular("a directory"))),
+            "{dir_r:?}"
+        );
+        assert_eq!(regular_r.as_deref(), Some(&b"{}"[..]));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

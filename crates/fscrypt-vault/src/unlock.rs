@@ -125,6 +125,17 @@ impl Vault {
             .any(|p| p.kind() == config::KIND_KEY_FILE)
     }
 
+    /// The protectors as stored, in config order.
+    pub fn protectors(&self) -> &[ProtectorRecord] {
+        &self.record.protectors
+    }
+
+    /// When `init` made the vault, in seconds since 1970-01-01 UTC, if the
+    /// config records it.
+    pub fn created(&self) -> Option<u64> {
+        self.record.created
+    }
+
     /// The Argon2id parameters of the first passphrase protector.
     pub fn argon2_params(&self) -> Option<Argon2Params> {
         self.record.protectors.iter().find_map(|p| match p {
