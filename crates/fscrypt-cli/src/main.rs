@@ -27,6 +27,9 @@ enum Command {
     /// Create a vault: a random master key, the root v2 policy and
     /// protectors (passphrase and/or key file) in an empty directory.
     Init(commands::init::Args),
+    /// Show a vault's format, creation time, policy, key identifier and
+    /// protectors with their KDF costs (needs no key; prints no secret).
+    Info(commands::info::Args),
     /// Mount a vault through FUSE (in the background unless --foreground).
     Mount(commands::mount::Args),
     /// Unmount a vault mounted with `fscrypt-rs mount`.
@@ -104,6 +107,23 @@ fn init_logging() {
     let _ = log::set_boxed_logger(Box::new(Logger(logger)));
 }
 
+/// An error and its causes on one line, `outer: cause: ...`, leaving out
+/// a cause whose text the line already holds (many library errors print
+/// their source as part of their own message).
+pub(crate) fn error_text(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
 fn main() -> ExitCode {
     init_logging();
     if commands::mount::invoked_as_helper() {
@@ -126,6 +146,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),
         Command::Init(args) => commands::init::exec(args),
+        Command::Info(args) => commands::info::exec(args),
         Command::Mount(args) => commands::mount::exec(args),
         Command::Unmount(args) => commands::unmount::exec(args),
         Command::Demo(args) => commands::demo::exec(args),
@@ -154,7 +175,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("fscrypt-rs: {err:#}");
+            eprintln!("fscrypt-rs: {}", error_text(&err));
             ExitCode::FAILURE
         }
     }

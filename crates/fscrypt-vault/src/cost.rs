@@ -141,31 +141,15 @@ impl Argon2Params {
     }
 
     /// Estimates how long one derivation with these parameters takes on
-    /// this machine, from a short probe: one pass over at most
-    /// [`PROBE_M_COST_KIB`] (a few milliseconds), scaled by the work
-    /// ([`Argon2Params::work_kib`]). Costs too small to take a noticeable
-    /// time are estimated without a probe. Meant for messages ("deriving the
-    /// key (about N s)...") and `info`; it is an estimate, not a promise.
+    /// this machine: a cost no larger than the probe is timed once; a larger
+    /// one is [`estimate_work`] of its work ([`Argon2Params::work_kib`]).
+    /// Meant for messages ("deriving the key (about N s)...") and `info`; it
+    /// is an estimate, not a promise.
     pub fn estimate(&self) -> Duration {
-        let work = self.work_kib();
-        let probe_m = self.m_cost_kib.clamp(8, PROBE_M_COST_KIB);
-        let probe = Argon2Params {
-            m_cost_kib: probe_m,
-            t_cost: 1,
-            p_cost: 1,
-        };
-        if work <= u64::from(PROBE_M_COST_KIB) {
-            // At most the probe itself: a few milliseconds on any machine.
+        if self.work_kib() <= u64::from(PROBE_M_COST_KIB) {
             return time_derivation(self).unwrap_or_default();
         }
-        let mut runs: Vec<Duration> = (0..3)
-            .map(|_| time_derivation(&probe).unwrap_or_default())
-            .collect();
-        runs.sort();
-        // Cast: work / probe_m is at most 2^35 / 8, exact enough as f64.
-        #[allow(clippy::cast_precision_loss)]
-        let scale = work as f64 / f64::from(probe_m);
-        runs[1].mul_f64(scale)
+        estimate_work(self.work_kib())
     }
 
     /// Calibrates the cost on this machine so that one derivation takes
@@ -291,14 +275,34 @@ impl Argon2Params {
 /// the median is used, so one disturbed run does not count.
 pub const CALIBRATION_RUNS: usize = 3;
 
-/// Memory of the probe in [`Argon2Params::estimate`]: 16 MiB.
-pub const PROBE_M_COST_KIB: u32 = 16 * 1024;
+/// Memory of the probe in [`estimate_work`]: 8 MiB.
+pub const PROBE_M_COST_KIB: u32 = 8 * 1024;
 
 /// Smallest derivation time [`Argon2Params::calibrate`] aims at.
 pub const MIN_TARGET: Duration = Duration::from_millis(50);
 
 /// Largest derivation time [`Argon2Params::calibrate`] aims at.
 pub const MAX_TARGET: Duration = Duration::from_secs(60);
+
+/// Estimates the time of `work_kib` KiB-passes of Argon2id on this
+/// machine (e.g. the total of several protectors) from a short probe: the
+/// median of three one-pass derivations over [`PROBE_M_COST_KIB`] (a few
+/// milliseconds each), scaled linearly.
+pub fn estimate_work(work_kib: u64) -> Duration {
+    let probe = Argon2Params {
+        m_cost_kib: PROBE_M_COST_KIB,
+        t_cost: 1,
+        p_cost: 1,
+    };
+    let mut runs: Vec<Duration> = (0..3)
+        .map(|_| time_derivation(&probe).unwrap_or_default())
+        .collect();
+    runs.sort();
+    // Cast: work is at most a few times 2^35, exact enough as f64.
+    #[allow(clippy::cast_precision_loss)]
+    let scale = work_kib as f64 / f64::from(PROBE_M_COST_KIB);
+    runs[1].mul_f64(scale)
+}
 
 /// Time of one derivation with `params` (an arbitrary passphrase and salt).
 fn time_derivation(params: &Argon2Params) -> Result<Duration, ProtectorError> {
