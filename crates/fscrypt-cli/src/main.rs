@@ -26,6 +26,15 @@ enum Command {
     Providers(commands::providers::Args),
     /// Create a vault: a random master key, the root v2 policy and
     /// protectors (passphrase and/or key file) in an empty directory.
+    ///
+    /// The passphrase comes from --passfile or --extpass (first line), else
+    /// from the terminal (asked twice) or one line of stdin. Its Argon2id
+    /// cost is calibrated on this machine to take about --kdf-time seconds
+    /// per unlock (default 1): medians of whole derivations, the chosen cost
+    /// measured again, and refused unless it takes half to twice that; or it
+    /// is exactly --argon2-memory MiB and --argon2-passes passes. Every cost
+    /// is bounded (memory x passes at most 32 GiB), so no vault takes more
+    /// than about a minute to unlock.
     Init(commands::init::Args),
     /// Show a vault's format, creation time, policy, key identifier and
     /// protectors with their KDF costs (needs no key; prints no secret).

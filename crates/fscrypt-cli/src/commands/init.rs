@@ -69,20 +69,8 @@ impl From<FilenamesMode> for EncryptionMode {
     }
 }
 
-/// Arguments of `fscrypt-rs init`.
-///
-/// Protectors: a passphrase by default; `--key-file`/`--new-key-file`
-/// instead, or both with `--passphrase` (or `--passfile`/`--extpass`). The
-/// passphrase is read from `--passfile`/`--extpass` (first line), else from
-/// the terminal (no echo, asked twice) or, when stdin is not a terminal, as
-/// one line from stdin.
-///
-/// Passphrase cost: Argon2id is calibrated on this machine to take about
-/// `--kdf-time` seconds per unlock (default 1; the chosen cost is measured
-/// again and `init` refuses if it is not within half to twice that), or is
-/// exactly `--argon2-memory` MiB and `--argon2-passes` passes. Every cost is
-/// bounded (memory × passes at most 32 GiB) so that no vault takes more
-/// than about a minute to unlock.
+/// Arguments of `fscrypt-rs init` (the help text is on the subcommand in
+/// `main.rs`: protectors, where the passphrase comes from, its cost).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The empty directory that will hold the encrypted files.
