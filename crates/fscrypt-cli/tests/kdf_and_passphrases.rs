@@ -8,55 +8,25 @@
 //! Tests that mount need root and /dev/fuse; without them they print a loud
 //! reason to stderr and return. Every mount is undone by a guard's Drop.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use test_support::cli::CHEAP_ARGON2;
+use test_support::{MountGuard, TempDir, is_mounted, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 const ARGON2_ENV: &str = "FSCRYPT_RS_INSECURE_ARGON2_PARAMS";
-const CHEAP_ARGON2: &str = "m=64,t=1,p=1";
 const EXIT_WRONG_SECRET: i32 = 12;
 const PASSPHRASE: &str = "correct horse battery staple";
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        use std::io::Read;
-        std::fs::File::open("/dev/urandom")
-            .unwrap()
-            .read_exact(&mut rnd)
-            .unwrap();
-        let hex: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("fscrypt-kdf-{tag}-{hex}"));
-        std::fs::create_dir(&path).unwrap();
-        TempDir(path)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-    fn sub(&self, name: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-    /// A file `name` holding `contents`, mode 0600.
-    fn secret_file(&self, name: &str, contents: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, contents).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A file `name` in `t` holding `contents`, mode 0600.
+fn secret_file(t: &TempDir, name: &str, contents: &[u8]) -> PathBuf {
+    let p = t.join(name);
+    std::fs::write(&p, contents).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
 }
 
 /// A command line: each argument anything that is `AsRef<OsStr>`.
@@ -76,36 +46,13 @@ fn run_full(
     limit: Duration,
 ) -> Output {
     let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args(args);
     if cheap {
         cmd.env(ARGON2_ENV, CHEAP_ARGON2);
     } else {
         cmd.env_remove(ARGON2_ENV);
     }
-    let mut child = cmd.spawn().unwrap();
-    {
-        let mut pipe = child.stdin.take().unwrap();
-        let _ = pipe.write_all(stdin);
-    }
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{} {args:?} did not finish within {limit:?}: {}",
-                bin.display(),
-                text(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::run::output_within(&mut cmd, stdin, limit)
 }
 
 fn run(args: &[std::ffi::OsString], stdin: &[u8]) -> Output {
@@ -115,10 +62,6 @@ fn run(args: &[std::ffi::OsString], stdin: &[u8]) -> Output {
 /// Like [`run`], with the vault's real Argon2id costs.
 fn run_real_cost(args: &[std::ffi::OsString], stdin: &[u8]) -> Output {
     run_full(Path::new(BIN), args, stdin, false, Duration::from_secs(60))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn config_of(dir: &Path) -> PathBuf {
@@ -143,7 +86,7 @@ fn assert_ok(out: &Output, what: &str) {
 #[test]
 fn cost_options_set_the_stored_cost() {
     let t = TempDir::new("options");
-    let pass = t.secret_file("pass", format!("{PASSPHRASE}\n").as_bytes());
+    let pass = secret_file(&t, "pass", format!("{PASSPHRASE}\n").as_bytes());
     // Explicit memory and passes: stored exactly, no calibration.
     let a = t.sub("a");
     let out = run_real_cost(
@@ -251,8 +194,8 @@ fn cost_options_set_the_stored_cost() {
 #[test]
 fn slow_derivations_are_announced_at_init_and_mount() {
     let t = TempDir::new("announce");
-    let pass = t.secret_file("pass", PASSPHRASE.as_bytes());
-    let wrong = t.secret_file("wrong", b"not it");
+    let pass = secret_file(&t, "pass", PASSPHRASE.as_bytes());
+    let wrong = secret_file(&t, "wrong", b"not it");
     let cipher = t.sub("cipher");
     let mnt = t.sub("mnt");
     // 256 MiB x 6 passes: about 0.7 to 3 s on the machines this runs on.
@@ -309,7 +252,7 @@ fn slow_derivations_are_announced_at_init_and_mount() {
 
 /// A vault with both protectors (cheap Argon2id); returns the key file.
 fn vault_with_both(t: &TempDir, cipher: &Path) -> PathBuf {
-    let pass = t.secret_file("both.pass", PASSPHRASE.as_bytes());
+    let pass = secret_file(&t, "both.pass", PASSPHRASE.as_bytes());
     let name = cipher.file_name().unwrap().to_str().unwrap();
     let key = t.path().join(format!("{name}.key"));
     let out = run(
@@ -471,7 +414,11 @@ fn passfile_and_extpass_read_the_first_line_and_refuse_bad_sources() {
     let mnt = t.sub("mnt");
     // init --passfile: only the first line, without its line end (CRLF too).
     let a = t.sub("a");
-    let pass = t.secret_file("pass", format!("{PASSPHRASE}\r\nsecond line\n").as_bytes());
+    let pass = secret_file(
+        &t,
+        "pass",
+        format!("{PASSPHRASE}\r\nsecond line\n").as_bytes(),
+    );
     assert_ok(
         &run(&args!["init", a, "--passfile", pass], b""),
         "init --passfile",
@@ -479,7 +426,7 @@ fn passfile_and_extpass_read_the_first_line_and_refuse_bad_sources() {
     // The same passphrase from stdin opens it: a wrong one would be 12, so
     // `mount` failing later than the unlock (no FUSE in this test: the
     // mount point is a file) shows the passphrase was right.
-    let not_dir = t.secret_file("not-a-dir", b"");
+    let not_dir = secret_file(&t, "not-a-dir", b"");
     let out = run(
         &args!["mount", a, not_dir],
         format!("{PASSPHRASE}\n").as_bytes(),
@@ -500,7 +447,7 @@ fn passfile_and_extpass_read_the_first_line_and_refuse_bad_sources() {
     let both = |dir: &Path| std::fs::read(config_of(dir)).unwrap();
     assert_ne!(both(&a), both(&b));
     // Wrong passphrases exit 12, however given.
-    let wrong = t.secret_file("wrong", b"wrong passphrase\n");
+    let wrong = secret_file(&t, "wrong", b"wrong passphrase\n");
     for argv in [
         args!["mount", a, mnt, "--passfile", wrong],
         args!["mount", a, mnt, "--extpass", "echo wrong passphrase"],
@@ -522,7 +469,7 @@ fn passfile_and_extpass_read_the_first_line_and_refuse_bad_sources() {
         );
     }
     // Bad sources: a clear error, never 12.
-    let empty = t.secret_file("empty", b"\nsecond\n");
+    let empty = secret_file(&t, "empty", b"\nsecond\n");
     for (argv, needle) in [
         (args!["mount", a, mnt, "--passfile", empty], "is empty"),
         (
@@ -575,57 +522,12 @@ fn passfile_and_extpass_read_the_first_line_and_refuse_bad_sources() {
 
 // ---------------------------------------------------------------- mounting
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 fn can_mount() -> bool {
-    let root = is_root();
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!(
-            "SKIPPED: mount tests need root and /dev/fuse (root: {root}, /dev/fuse: {})",
-            Path::new("/dev/fuse").exists()
-        );
-        return false;
-    }
-    true
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
-}
-
-/// Unmounts on drop (`fscrypt-rs unmount`, then a lazy umount).
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = Command::new(BIN).arg("unmount").arg(&self.0).status();
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
+    test_support::skip::can_mount(module_path!())
 }
 
 fn unmount(mnt: &Path) {
-    let out = run(&args!["unmount", mnt], b"");
-    assert_ok(&out, "unmount");
-    let start = Instant::now();
-    while is_mounted(mnt) {
-        assert!(start.elapsed() < Duration::from_secs(10), "still mounted");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    test_support::mount::unmount_with(Path::new(BIN), mnt);
 }
 
 /// True if some process's command line contains `needle`.
@@ -644,13 +546,13 @@ fn passfile_and_extpass_mount_a_passphrase_vault() {
     let t = TempDir::new("mount-sources");
     let cipher = t.sub("cipher");
     let mnt = t.sub("mnt");
-    let pass = t.secret_file("pass", format!("{PASSPHRASE}\n").as_bytes());
+    let pass = secret_file(&t, "pass", format!("{PASSPHRASE}\n").as_bytes());
     assert_ok(
         &run(&args!["init", cipher, "--passfile", pass], b""),
         "init",
     );
     let mnt_canon = std::fs::canonicalize(&mnt).unwrap();
-    let guard = MountGuard(mnt_canon.clone());
+    let guard = MountGuard::new(BIN, &mnt_canon);
     let ways = [
         args!["mount", cipher, mnt, "--passfile", pass],
         args![
@@ -705,8 +607,8 @@ fn mount8_with_passfile_in_a_private_mount_namespace() {
     let t = TempDir::new("mount8");
     let cipher = t.sub("cipher");
     let mnt = t.sub("mnt");
-    let pass = t.secret_file("pass", format!("{PASSPHRASE}\n").as_bytes());
-    let wrong = t.secret_file("wrong", b"wrong\n");
+    let pass = secret_file(&t, "pass", format!("{PASSPHRASE}\n").as_bytes());
+    let wrong = secret_file(&t, "wrong", b"wrong\n");
     assert_ok(
         &run(&args!["init", cipher, "--passfile", pass], b""),
         "init",

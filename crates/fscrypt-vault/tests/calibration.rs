@@ -9,32 +9,13 @@
 //! even on a loaded machine) and the vault's 1 s with
 //! `FSCRYPT_RS_LONG_TESTS=1`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fscrypt_crypto::SecretBuf;
 use fscrypt_vault::{ARGON2_TARGET, Argon2Choice, Argon2Params, InitOptions, Vault};
-
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        fscrypt_vault::protector::random_bytes(&mut rnd).unwrap();
-        let p = std::env::temp_dir().join(format!("fscrypt-vault-{tag}-{}", hex::encode(rnd)));
-        std::fs::create_dir(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use test_support::TempDir;
 
 /// Two busy-loop threads, stopped (and joined) on drop, so they stop even
 /// when an assertion fails.
@@ -75,11 +56,7 @@ impl Drop for Hogs {
 
 #[test]
 fn calibration_under_two_cpu_hogs_picks_a_cost_that_unlocks_in_under_3_s() {
-    let target = if std::env::var_os("FSCRYPT_RS_LONG_TESTS").is_some() {
-        ARGON2_TARGET
-    } else {
-        Duration::from_millis(500)
-    };
+    let target = test_support::env::short_or_long(Duration::from_millis(500), ARGON2_TARGET);
     let hogs = Hogs::start(2);
     let start = Instant::now();
     let calibrated = Argon2Params::calibrate(target, None);
@@ -101,8 +78,8 @@ fn calibration_under_two_cpu_hogs_picks_a_cost_that_unlocks_in_under_3_s() {
         argon2: Argon2Choice::Fixed(params),
         ..InitOptions::default()
     };
-    Vault::init(&t.0, &opts).unwrap();
-    let vault = Vault::open(&t.0).unwrap();
+    Vault::init(t.path(), &opts).unwrap();
+    let vault = Vault::open(t.path()).unwrap();
     assert_eq!(vault.argon2_params(), Some(params));
     let start = Instant::now();
     vault
