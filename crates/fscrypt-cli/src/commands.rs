@@ -8,6 +8,7 @@ pub mod demo;
 pub mod generate_key;
 pub mod get_policy;
 pub mod import_key;
+pub mod info;
 pub mod init;
 pub mod install_docs;
 pub mod kernel;

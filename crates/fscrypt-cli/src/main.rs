@@ -26,6 +26,15 @@ enum Command {
     Providers(commands::providers::Args),
     /// Create a vault: a random master key, the root v2 policy and
     /// protectors (passphrase and/or key file) in an empty directory.
+    ///
+    /// The passphrase comes from --passfile or --extpass (first line), else
+    /// from the terminal (asked twice) or one line of stdin. Its Argon2id
+    /// cost is calibrated on this machine to take about --kdf-time seconds
+    /// per unlock (default 1): medians of whole derivations, the chosen cost
+    /// measured again, and refused unless it takes half to twice that; or it
+    /// is exactly --argon2-memory MiB and --argon2-passes passes. Every cost
+    /// is bounded (memory x passes at most 32 GiB), so no vault takes more
+    /// than about a minute to unlock.
     Init(commands::init::Args),
     /// Change the passphrase of a vault's passphrase protector (the data
     /// stays as it is: only the config is rewritten).
@@ -50,6 +59,9 @@ enum Command {
     /// Removing the last protector is refused. Exit status 12: the
     /// unlocking secret is wrong (nothing changed).
     Protector(commands::protector::Args),
+    /// Show a vault's format, creation time, policy, key identifier and
+    /// protectors with their KDF costs (needs no key; prints no secret).
+    Info(commands::info::Args),
     /// Mount a vault through FUSE (in the background unless --foreground).
     Mount(commands::mount::Args),
     /// Unmount a vault mounted with `fscrypt-rs mount`.
@@ -157,6 +169,23 @@ fn init_logging() {
     let _ = log::set_boxed_logger(Box::new(Logger(logger)));
 }
 
+/// An error and its causes on one line, `outer: cause: ...`, leaving out
+/// a cause whose text the line already holds (many library errors print
+/// their source as part of their own message).
+pub(crate) fn error_text(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
 fn main() -> ExitCode {
     init_logging();
     if commands::mount::invoked_as_helper() {
@@ -183,6 +212,7 @@ fn main() -> ExitCode {
         Command::Init(args) => commands::init::exec(args),
         Command::Passwd(args) => commands::passwd::exec(args),
         Command::Protector(args) => commands::protector::exec(args),
+        Command::Info(args) => commands::info::exec(args),
         Command::Mount(args) => commands::mount::exec(args),
         Command::Unmount(args) => commands::unmount::exec(args),
         Command::Demo(args) => commands::demo::exec(args),
@@ -211,7 +241,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("fscrypt-rs: {err:#}");
+            eprintln!("fscrypt-rs: {}", error_text(&err));
             ExitCode::FAILURE
         }
     }

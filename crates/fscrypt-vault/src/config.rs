@@ -12,6 +12,7 @@
 //! {
 //!   "format": "fscrypt-rs vault",
 //!   "version": 1,
+//!   "created": 1767225600,
 //!   "policy": { "version": 2, "contents_encryption_mode": 1,
 //!               "filenames_encryption_mode": 4, "flags": 3,
 //!               "log2_data_unit_size": 0,
@@ -84,15 +85,18 @@ pub enum ConfigError {
     /// The file is not a valid vault config; the text says which field.
     #[error("not a valid vault config: {0}; restore it from a backup")]
     Invalid(String),
+    /// The config is not a regular file (a FIFO, a device, a directory, a
+    /// socket or a symlink): it is never opened for reading, so a FIFO
+    /// cannot make `mount` wait forever.
+    #[error(
+        "the config is {0}, not a regular file, so it is not a vault config; restore it from a backup"
+    )]
+    NotRegular(&'static str),
     /// The config is larger than [`MAX_CONFIG_SIZE`].
     #[error(
         "the config is larger than {MAX_CONFIG_SIZE} bytes, so it is not a vault config; restore it from a backup"
     )]
     TooLarge,
-    /// The config path is not a regular file (a FIFO, a device, a
-    /// directory or a symbolic link).
-    #[error("the config is not a regular file; restore it from a backup")]
-    NotRegular,
     /// A config file already exists; it is never overwritten.
     #[error("a vault config already exists; refusing to overwrite it")]
     AlreadyExists,
@@ -499,6 +503,9 @@ impl ConfigRecord {
             policy,
             protectors: Vec::with_capacity(json.protectors.len()),
         };
+        // A wrong passphrase tries every passphrase protector: bound their
+        // total cost as that of one (in time, not only in memory).
+        let mut total_work: u64 = 0;
         for p in json.protectors {
             let (common, rec) = match p {
                 ProtectorJson::Passphrase {
@@ -525,6 +532,12 @@ impl ConfigRecord {
                         p_cost,
                     };
                     params.validate().map_err(|e| invalid(e.to_string()))?;
+                    total_work += params.work_kib();
+                    if total_work > Argon2Params::MAX_WORK_KIB {
+                        return Err(invalid(
+                            "the passphrase protectors together cost more than m*t = 32 GiB of Argon2id work (minutes to unlock)",
+                        ));
+                    }
                     (
                         CommonJson { name, created },
                         ProtectorRecord::Passphrase {
@@ -737,12 +750,22 @@ fn open_regular(path: &Path) -> Result<File, ConfigError> {
         Ok(f) => f,
         // O_NOFOLLOW on a symbolic link.
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            return Err(ConfigError::NotRegular);
+            return Err(ConfigError::NotRegular("a symbolic link"));
         }
         Err(e) => return Err(e.into()),
     };
-    if !file.metadata()?.file_type().is_file() {
-        return Err(ConfigError::NotRegular);
+    let file_type = file.metadata()?.file_type();
+    if !file_type.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        return Err(ConfigError::NotRegular(if file_type.is_fifo() {
+            "a FIFO"
+        } else if file_type.is_dir() {
+            "a directory"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        }));
     }
     Ok(file)
 }
@@ -1116,14 +1139,20 @@ mod tests {
             0,
         )
         .unwrap();
-        assert!(matches!(read_limited(&fifo), Err(ConfigError::NotRegular)));
+        assert!(matches!(
+            read_limited(&fifo),
+            Err(ConfigError::NotRegular(_))
+        ));
         std::fs::write(dir.join("real"), b"x").unwrap();
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
         assert!(matches!(
             read_limited(&dir.join("link")),
-            Err(ConfigError::NotRegular)
+            Err(ConfigError::NotRegular(_))
         ));
-        assert!(matches!(read_limited(&dir), Err(ConfigError::NotRegular)));
+        assert!(matches!(
+            read_limited(&dir),
+            Err(ConfigError::NotRegular(_))
+        ));
         assert_eq!(read_limited(&dir.join("real")).unwrap(), b"x");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1149,6 +1178,11 @@ mod tests {
             good.replace("argon2id", "scrypt"),
             good.replace("\"t_cost\": 3", "\"t_cost\": 0"),
             good.replace("\"m_cost_kib\": 65536", "\"m_cost_kib\": 4294967295"),
+            // 4 GiB x 1000 passes: hours of work (the bound in time).
+            good.replace("\"m_cost_kib\": 65536", "\"m_cost_kib\": 4194304")
+                .replace("\"t_cost\": 3", "\"t_cost\": 1000"),
+            good.replace("\"t_cost\": 3", "\"t_cost\": 513"),
+            good.replace("1767225600", "\"yesterday\""),
             good.replace(&"ab".repeat(16), &"ab".repeat(15)),
             good.replace(&"06".repeat(80), &"0g".repeat(80)),
             good.replace("\"flags\": 3,", "\"flags\": 3, \"extra\": 1,"),
@@ -1169,6 +1203,56 @@ mod tests {
         let mut none = sample();
         none.protectors.clear();
         assert!(ConfigRecord::parse(&none.to_json()).is_err());
+    }
+
+    #[test]
+    fn read_refuses_fifos_symlinks_and_directories_at_once() {
+        let dir =
+            std::env::temp_dir().join(format!("fscrypt-rs-config-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let regular = dir.join("regular");
+        std::fs::write(&regular, b"{}").unwrap();
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&regular, &link).unwrap();
+        // Without O_NONBLOCK the open of a FIFO with no writer blocks
+        // forever; bound the test by running it on a thread.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let paths = (fifo.clone(), link.clone(), dir.clone(), regular.clone());
+        std::thread::spawn(move || {
+            let results = [
+                read_limited(&paths.0),
+                read_limited(&paths.1),
+                read_limited(&paths.2),
+            ];
+            let _ = tx.send((results, read_limited(&paths.3).ok()));
+        });
+        let ([fifo_r, link_r, dir_r], regular_r) = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("reading a FIFO config hangs");
+        assert!(
+            matches!(fifo_r, Err(ConfigError::NotRegular("a FIFO"))),
+            "{fifo_r:?}"
+        );
+        assert!(
+            matches!(link_r, Err(ConfigError::NotRegular("a symbolic link"))),
+            "{link_r:?}"
+        );
+        assert!(
+            matches!(dir_r, Err(ConfigError::NotRegular("a directory"))),
+            "{dir_r:?}"
+        );
+        assert_eq!(regular_r.as_deref(), Some(&b"{}"[..]));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -21,7 +21,8 @@ use crate::wrap;
 /// How `init` chooses Argon2id parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Argon2Choice {
-    /// Measure this machine; aim for this duration per derivation.
+    /// Calibrate on this machine ([`Argon2Params::calibrate`]); aim for
+    /// this duration per derivation.
     Tune(Duration),
     /// Use these parameters (tests; see [`crate::cost::ARGON2_ENV`]).
     Fixed(Argon2Params),
@@ -48,7 +49,7 @@ pub struct InitOptions {
     pub passphrase: Option<SecretBuf>,
     /// Contents of a key file (32 or 64 bytes) for a key-file protector.
     pub key_file: Option<SecretBuf>,
-    /// Argon2id parameter choice (default: tune to [`ARGON2_TARGET`], or
+    /// Argon2id parameter choice (default: calibrate to [`ARGON2_TARGET`], or
     /// the [`crate::cost::ARGON2_ENV`] override).
     pub argon2: Argon2Choice,
     /// Also make a recovery-key protector; the key is returned once in
@@ -168,7 +169,7 @@ impl Vault {
                 Argon2Choice::Fixed(p) => p,
                 Argon2Choice::Tune(target) => match Argon2Params::from_env()? {
                     Some(p) => p,
-                    None => Argon2Params::tune(target)?.0,
+                    None => Argon2Params::calibrate(target, None)?.0,
                 },
             };
             let mut salt = [0u8; SALT_SIZE];

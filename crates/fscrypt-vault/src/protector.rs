@@ -74,6 +74,11 @@ pub enum ProtectorError {
         /// Which bound was violated.
         reason: &'static str,
     },
+    /// Calibration found no Argon2id cost close enough to the target time
+    /// on this machine ([`Argon2Params::calibrate`]); the text says why and
+    /// what to do.
+    #[error("{0}")]
+    Calibration(String),
     /// The value of [`ARGON2_ENV`] could not be parsed.
     #[error("{ARGON2_ENV}={0:?}: expected m=KIB,t=N,p=N")]
     BadArgon2Env(String),

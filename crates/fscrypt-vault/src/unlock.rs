@@ -180,6 +180,16 @@ impl Vault {
         self.has_kind(ProtectorKind::RecoveryKey)
     }
 
+    /// When `init` made the vault, in seconds since 1970-01-01 UTC, if the
+    /// config records it.
+    pub fn created(&self) -> Option<u64> {
+        self.record
+            .protectors
+            .iter()
+            .filter_map(|p| p.created)
+            .min()
+    }
+
     /// The Argon2id parameters of the first passphrase protector.
     pub fn argon2_params(&self) -> Option<Argon2Params> {
         self.record.protectors.iter().find_map(|p| match &p.record {

@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use fscrypt::EncryptionMode;
-use fscrypt_vault::{InitOptions, Vault};
+use fscrypt_vault::{ARGON2_TARGET, Argon2Choice, Argon2Params, InitOptions, Vault};
 
 use super::secret;
 
@@ -68,14 +69,13 @@ impl From<FilenamesMode> for EncryptionMode {
     }
 }
 
-/// Arguments of `fscrypt-rs init`.
+/// Arguments of `fscrypt-rs init` (the help text is on the subcommand in
+/// `main.rs`: protectors, where the passphrase comes from, its cost).
 ///
 /// Protectors: a passphrase by default; `--key-file`/`--new-key-file`
 /// instead, or both with `--passphrase`; and a recovery key, shown once,
 /// unless `--no-recovery-key`. More can be added later with `fscrypt-rs
-/// protector add`. The passphrase is read from the
-/// terminal (no echo, asked twice) or, when stdin is not a terminal, as one
-/// line from stdin.
+/// protector add`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The empty directory that will hold the encrypted files.
@@ -115,6 +115,70 @@ pub struct Args {
     /// passphrase). Without it, the config stays in the version-1 format.
     #[arg(long)]
     pub no_recovery_key: bool,
+    /// Where the passphrase comes from (implies a passphrase protector).
+    #[command(flatten)]
+    pub pass: secret::PassSource,
+    /// Calibrate Argon2id so that one unlock takes about this many seconds
+    /// on this machine (default 1; 0.05..=60, within the cost bound).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "argon2_passes")]
+    pub kdf_time: Option<f64>,
+    /// Argon2id memory in MiB (1..=4096; default: 256, less on a slow
+    /// machine). Alone: the passes are calibrated for this memory.
+    #[arg(long, value_name = "MiB")]
+    pub argon2_memory: Option<u32>,
+    /// Argon2id passes (with --argon2-memory: no calibration at all).
+    #[arg(long, value_name = "N", requires = "argon2_memory")]
+    pub argon2_passes: Option<u32>,
+}
+
+/// The Argon2id cost `init` asked for on its command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CostChoice {
+    /// Calibrate to this time, with this memory in KiB if given.
+    Calibrate(Duration, Option<u32>),
+    /// These parameters exactly.
+    Fixed(Argon2Params),
+}
+
+impl Args {
+    /// The cost asked for, checked: a time within the calibration's range,
+    /// memory and passes within the bounds a vault accepts.
+    fn cost_choice(&self) -> anyhow::Result<CostChoice> {
+        let memory_kib = match self.argon2_memory {
+            None => None,
+            Some(mib) if (1..=4096).contains(&mib) => Some(mib * 1024),
+            Some(mib) => anyhow::bail!("--argon2-memory {mib} is out of range: give 1..=4096 MiB"),
+        };
+        if let (Some(m_cost_kib), Some(t_cost)) = (memory_kib, self.argon2_passes) {
+            let params = Argon2Params {
+                m_cost_kib,
+                t_cost,
+                p_cost: 1,
+            };
+            params.validate().map_err(|e| {
+                anyhow::anyhow!(
+                    "--argon2-memory {} --argon2-passes {t_cost}: {e}; choose less memory or fewer passes",
+                    m_cost_kib / 1024
+                )
+            })?;
+            return Ok(CostChoice::Fixed(params));
+        }
+        let target = match self.kdf_time {
+            None => ARGON2_TARGET,
+            Some(s) if s.is_finite() && (0.05..=60.0).contains(&s) => Duration::from_secs_f64(s),
+            Some(s) => anyhow::bail!("--kdf-time {s} is out of range: give 0.05..=60 seconds"),
+        };
+        Ok(CostChoice::Calibrate(target, memory_kib))
+    }
+
+    /// True if a passphrase option was given (`--passphrase`, `--passfile`,
+    /// `--extpass`, or a cost option, which only a passphrase has).
+    fn wants_passphrase(&self) -> bool {
+        self.passphrase
+            || self.pass.is_given()
+            || self.kdf_time.is_some()
+            || self.argon2_memory.is_some()
+    }
 }
 
 /// Runs `fscrypt-rs init`.
@@ -135,8 +199,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         recovery_key: !args.no_recovery_key,
         ..InitOptions::default()
     };
-    // Refuse a bad policy before asking for any secret or creating a key file.
+    // Refuse a bad policy or cost before asking for any secret or creating
+    // a key file.
     opts.policy(fscrypt::KeyIdentifier::default())?;
+    let cost = args.cost_choice()?;
     let meta = std::fs::metadata(&args.cipherdir)
         .with_context(|| format!("{}", args.cipherdir.display()))?;
     anyhow::ensure!(
@@ -161,27 +227,44 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         opts.key_file = Some(secret::generate_key_file(path)?);
         made_key_file = Some(path.clone());
     }
-    if opts.key_file.is_none() || args.passphrase {
-        opts.passphrase = Some(secret::read_passphrase("New passphrase: ", true)?);
-        if fscrypt_vault::Argon2Params::from_env()?.is_some() {
-            eprintln!(
-                "fscrypt-rs: warning: weak Argon2id costs from {} (meant for tests)",
-                fscrypt_vault::cost::ARGON2_ENV
-            );
-        } else {
-            eprintln!(
-                "fscrypt-rs: measuring Argon2id on this machine (aiming at 1 s per unlock)..."
-            );
+    let mut estimate = None;
+    let result = (|| {
+        if opts.key_file.is_none() || args.wants_passphrase() {
+            opts.passphrase = Some(args.pass.read("New passphrase: ", true)?);
+            let params = match (cost, Argon2Params::from_env()?) {
+                (CostChoice::Fixed(params), _) => {
+                    estimate = Some(params.estimate());
+                    params
+                }
+                (CostChoice::Calibrate(..), Some(params)) => {
+                    eprintln!(
+                        "fscrypt-rs: warning: weak Argon2id costs from {} (meant for tests)",
+                        fscrypt_vault::cost::ARGON2_ENV
+                    );
+                    params
+                }
+                (CostChoice::Calibrate(target, memory_kib), None) => {
+                    eprintln!(
+                        "fscrypt-rs: measuring Argon2id on this machine (aiming at {} per unlock)...",
+                        secret::format_seconds(target)
+                    );
+                    let (params, measured) = Argon2Params::calibrate(target, memory_kib)?;
+                    estimate = Some(measured);
+                    params
+                }
+            };
+            secret::announce_derivation(params.work_kib());
+            opts.argon2 = Argon2Choice::Fixed(params);
         }
-    }
-
-    let report = match Vault::init(&args.cipherdir, &opts) {
+        Ok::<_, anyhow::Error>(Vault::init(&args.cipherdir, &opts)?)
+    })();
+    let report = match result {
         Ok(r) => r,
         Err(e) => {
             if let Some(path) = made_key_file {
                 let _ = std::fs::remove_file(path);
             }
-            return Err(e.into());
+            return Err(e);
         }
     };
     let p = &report.policy;
@@ -203,12 +286,13 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         }
     );
     if let Some((params, time)) = report.argon2 {
+        // The calibration's median if there was one, else this derivation.
         println!(
-            "  passphrase protector: Argon2id m={} KiB t={} p={} ({} ms here)",
+            "  passphrase protector: Argon2id m={} KiB t={} p={} (about {} per unlock here)",
             params.m_cost_kib,
             params.t_cost,
             params.p_cost,
-            time.as_millis()
+            secret::format_seconds(estimate.unwrap_or(time)),
         );
     }
     if let Some(path) = args.key_file.as_ref().or(args.new_key_file.as_ref()) {

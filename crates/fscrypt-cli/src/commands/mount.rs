@@ -48,15 +48,19 @@ pub struct Args {
     /// Where the decrypted view appears (an existing directory).
     pub mountpoint: PathBuf,
     /// Unlock with this key file instead of a passphrase.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["passfile", "extpass"])]
     pub key_file: Option<PathBuf>,
     /// Unlock with the recovery key shown at `init` (typed without echo,
     /// or one line on stdin; case, spaces and dashes do not matter).
     #[arg(long, conflicts_with_all = ["key_file", "locked"])]
     pub recovery_key: bool,
+    /// Where the passphrase comes from (default: the terminal, or one line
+    /// from stdin when it is not a terminal).
+    #[command(flatten)]
+    pub pass: secret::PassSource,
     /// Mount without the key: no-key names, no contents (like the kernel
     /// without the key).
-    #[arg(long, conflicts_with = "key_file")]
+    #[arg(long, conflicts_with_all = ["key_file", "passfile", "extpass"])]
     pub locked: bool,
     /// Stay in the foreground until unmounted.
     #[arg(long, short = 'f')]
@@ -66,8 +70,11 @@ pub struct Args {
     #[arg(long)]
     pub nonempty: bool,
     /// Mount options, comma-separated: ro, rw, allow_other, suid and dev
-    /// (root only; the default is nosuid,nodev), nonempty, fsname=NAME, keyfile=PATH
-    /// (for fstab), and the fstab-only options mount(8) passes on (defaults,
+    /// (root only; the default is nosuid,nodev), nonempty, fsname=NAME,
+    /// and for fstab keyfile=PATH, passfile=PATH or extpass=CMD (as
+    /// --key-file, --passfile, --extpass; write a space in CMD as \040 in
+    /// fstab; CMD cannot contain a comma), and the fstab-only options
+    /// mount(8) passes on (defaults,
     /// noauto, nofail, _netdev, x-*, ...), which are ignored. The kernel
     /// always checks permissions (default_permissions is implied and
     /// accepted; there is no way to turn it off).
@@ -101,6 +108,10 @@ pub struct MountOptions {
     pub fs_name: Option<String>,
     /// `keyfile=`.
     pub key_file: Option<PathBuf>,
+    /// `passfile=`.
+    pub passfile: Option<PathBuf>,
+    /// `extpass=`.
+    pub extpass: Option<String>,
     /// `nonempty`: mount over a non-empty directory.
     pub nonempty: bool,
 }
@@ -152,14 +163,28 @@ impl MountOptions {
                 None if word == "nonempty" => o.nonempty = true,
                 None if IGNORED.contains(&word) => {}
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
+                Some(("passfile", v)) if !v.is_empty() => o.passfile = Some(PathBuf::from(v)),
+                Some(("extpass", v)) if !v.is_empty() => o.extpass = Some(v.to_owned()),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
                 Some(("comment", _)) => {}
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, fsname=NAME, keyfile=PATH)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
                 ),
             }
+        }
+        if [
+            o.key_file.is_some(),
+            o.passfile.is_some(),
+            o.extpass.is_some(),
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count()
+            > 1
+        {
+            bail!("give only one of the mount options keyfile=, passfile= and extpass=");
         }
         Ok(o)
     }
@@ -179,7 +204,8 @@ impl MountOptions {
         Ok(())
     }
 
-    /// The words to pass on to the daemon (everything but the key file).
+    /// The words to pass on to the daemon (everything but the key file,
+    /// passphrase file and command).
     fn to_words(&self) -> Vec<String> {
         let mut w = Vec::new();
         if self.read_only {
@@ -274,6 +300,7 @@ pub fn parse_helper_args(
         mountpoint,
         key_file: None,
         recovery_key: false,
+        pass: secret::PassSource::default(),
         locked: false,
         foreground: false,
         nonempty: false,
@@ -298,7 +325,7 @@ pub fn helper_main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{HELPER_NAME}: {e:#}");
+            eprintln!("{HELPER_NAME}: {}", crate::error_text(&e));
             eprintln!("usage: {HELPER_NAME} CIPHERDIR MOUNTPOINT [-sfnv] [-o OPTIONS]");
             ExitCode::FAILURE
         }
@@ -315,7 +342,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(match daemon(&args) {
             Ok(code) => code,
             Err(e) => {
-                let _ = writeln!(std::io::stdout(), "{e:#}");
+                let _ = writeln!(std::io::stdout(), "{}", crate::error_text(&e));
                 ExitCode::FAILURE
             }
         });
@@ -334,6 +361,17 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     )?;
     super::mounts::check_vault_free(&backing)?;
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
+    let pass_source = if args.pass.is_given() {
+        args.pass.clone()
+    } else {
+        secret::PassSource {
+            passfile: opts.passfile.clone(),
+            extpass: opts.extpass.clone(),
+        }
+    };
+    if key_file.is_some() && pass_source.is_given() {
+        bail!("give a key file or a passphrase source (passfile/extpass), not both");
+    }
     let key = if args.locked {
         Key::Locked
     } else if args.recovery_key {
@@ -362,8 +400,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
         let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
-        let pass = secret::read_passphrase(&prompt, false)?;
-        match vault.unwrap_with_passphrase(&pass) {
+        let pass = pass_source.read(&prompt, false)?;
+        match secret::unwrap_with_passphrase(&vault, &pass) {
             Ok(raw) => Key::Raw(raw),
             Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
             Err(e) => return Err(e.into()),
@@ -557,6 +595,14 @@ mod tests {
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
         assert_eq!(o.to_words(), w("ro,allow_other,suid,dev,fsname=v"));
+        let o = MountOptions::parse(&w("passfile=/p"), false).unwrap();
+        assert_eq!(o.passfile.as_deref(), Some(Path::new("/p")));
+        assert_eq!(o.to_words(), Vec::<String>::new());
+        let o = MountOptions::parse(&w("extpass=pass show v"), false).unwrap();
+        assert_eq!(o.extpass.as_deref(), Some("pass show v"));
+        assert!(MountOptions::parse(&w("passfile=/p,keyfile=/k"), false).is_err());
+        assert!(MountOptions::parse(&w("passfile=/p,extpass=x"), false).is_err());
+        assert!(MountOptions::parse(&w("extpass="), false).is_err());
         let o = MountOptions::parse(&w("suid,nosuid"), false).unwrap();
         assert!(!o.suid && !o.dev);
         assert!(MountOptions::parse(&w("bogus"), false).is_err());

@@ -201,7 +201,7 @@ fn new_passphrase_params(vault: &Vault) -> anyhow::Result<Argon2Params> {
         return Ok(p);
     }
     eprintln!("fscrypt-rs: measuring Argon2id on this machine (aiming at 1 s per unlock)...");
-    Ok(Argon2Params::tune(fscrypt_vault::ARGON2_TARGET)?.0)
+    Ok(Argon2Params::calibrate(fscrypt_vault::ARGON2_TARGET, None)?.0)
 }
 
 fn add(args: AddArgs) -> anyhow::Result<ExitCode> {

@@ -1,14 +1,20 @@
 //! Reading the secrets of vault commands: passphrases (terminal without
-//! echo, or stdin read once) and key files; the exit code for a wrong one.
+//! echo, stdin read once, the first line of a `--passfile` or of an
+//! `--extpass` command's output) and key files; the message before a slow
+//! key derivation; the exit code for a wrong secret.
 //!
-//! Shared by `init`, `mount`, `demo`, `passwd` and `protector`; the cryptography is in
-//! `fscrypt_vault`.
+//! Shared by `init`, `mount`, `demo`, `passwd` and `protector`; the
+//! cryptography is in `fscrypt_vault`. A passphrase only ever travels
+//! through a file, a pipe or the terminal, never through our command line or
+//! environment, and is read byte by byte into a [`SecretBuf`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use fscrypt_crypto::SecretBuf;
@@ -46,23 +52,32 @@ impl Drop for EchoGuard {
 /// stdin buffer, which would keep a copy), so nothing after the line is
 /// consumed, and stops at [`MAX_PASSPHRASE`] bytes.
 fn read_line_stdin() -> anyhow::Result<SecretBuf> {
+    read_line(std::io::stdin(), "stdin")
+}
+
+/// Reads one line from `fd` into a [`SecretBuf`], without its line end
+/// (`\n`, or `\r\n`), byte by byte (nothing after the line is consumed,
+/// no buffer keeps a copy); at most [`MAX_PASSPHRASE`] bytes. `from` names
+/// the source in messages.
+fn read_line(fd: impl AsFd, from: &str) -> anyhow::Result<SecretBuf> {
     let mut line = SecretBuf::new(MAX_PASSPHRASE);
     let mut n = 0;
     let mut byte = SecretBuf::new(1);
     loop {
-        match rustix::io::read(std::io::stdin(), &mut byte[..]) {
+        match rustix::io::read(&fd, &mut byte[..]) {
             Ok(0) => break,
             Ok(_) if byte[0] == b'\n' => break,
             Ok(_) => {
                 if n == MAX_PASSPHRASE {
-                    bail!("the passphrase is longer than {MAX_PASSPHRASE} bytes");
+                    bail!("the passphrase from {from} is longer than {MAX_PASSPHRASE} bytes");
                 }
                 line[n] = byte[0];
                 n += 1;
             }
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => {
-                return Err(std::io::Error::from(e)).context("reading the passphrase from stdin");
+                return Err(std::io::Error::from(e))
+                    .with_context(|| format!("reading the passphrase from {from}"));
             }
         }
     }
@@ -70,6 +85,179 @@ fn read_line_stdin() -> anyhow::Result<SecretBuf> {
         n -= 1;
     }
     Ok(SecretBuf::from_slice(&line[..n]))
+}
+
+/// Where a passphrase comes from, besides the terminal or stdin: the
+/// `--passfile`/`--extpass` options of `init` and `mount` (and the
+/// `passfile=`/`extpass=` mount options). As in gocryptfs, the passphrase
+/// is the first line, without its line end (`\n` or `\r\n`); the rest is
+/// ignored; an empty first line is refused.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassSource {
+    /// Read the passphrase from the first line of FILE (without the line
+    /// end; the rest of the file is ignored). FILE may be a pipe, e.g.
+    /// `--passfile <(pass show vault)`.
+    #[arg(long, value_name = "FILE", conflicts_with = "extpass")]
+    pub passfile: Option<PathBuf>,
+    /// Run CMD with `/bin/sh -c CMD` and use the first line of its standard
+    /// output as the passphrase (e.g. `--extpass 'pass show vault'`, or
+    /// `systemd-ask-password`); CMD's stdin and stderr are ours, and it must
+    /// exit with status 0.
+    #[arg(long, value_name = "CMD")]
+    pub extpass: Option<String>,
+}
+
+impl PassSource {
+    /// True if `--passfile` or `--extpass` was given.
+    pub fn is_given(&self) -> bool {
+        self.passfile.is_some() || self.extpass.is_some()
+    }
+
+    /// Reads the passphrase from the file or command given, or, when none
+    /// is, as [`read_passphrase`] does (terminal or stdin).
+    ///
+    /// # Errors
+    /// Unreadable file, failing command, empty or over-long first line,
+    /// and the errors of [`read_passphrase`].
+    pub fn read(&self, prompt: &str, confirm: bool) -> anyhow::Result<SecretBuf> {
+        let pass = if let Some(path) = &self.passfile {
+            read_passfile(path)?
+        } else if let Some(cmd) = &self.extpass {
+            run_extpass(cmd)?
+        } else {
+            return read_passphrase(prompt, confirm);
+        };
+        if pass.is_empty() {
+            bail!(
+                "the passphrase from {} is empty: its first line must hold the passphrase",
+                self.describe()
+            );
+        }
+        Ok(pass)
+    }
+
+    fn describe(&self) -> String {
+        match (&self.passfile, &self.extpass) {
+            (Some(path), _) => format!("--passfile {}", path.display()),
+            (None, Some(_)) => "the --extpass command".to_owned(),
+            (None, None) => "stdin".to_owned(),
+        }
+    }
+}
+
+/// The first line of the file at `path` (symlinks followed; a FIFO is read
+/// like a file). Warns when others may read a regular file.
+fn read_passfile(path: &Path) -> anyhow::Result<SecretBuf> {
+    let file =
+        File::open(path).with_context(|| format!("opening passphrase file {}", path.display()))?;
+    if let Ok(meta) = file.metadata()
+        && meta.is_file()
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "fscrypt-rs: warning: passphrase file {} is readable by other users (chmod 600 it)",
+            path.display()
+        );
+    }
+    read_line(&file, &format!("passphrase file {}", path.display()))
+}
+
+/// Most bytes read (and thrown away) after the first line of an `--extpass`
+/// command's output, so a command that prints a little more still exits
+/// normally instead of on SIGPIPE.
+const MAX_EXTPASS_TAIL: usize = 1 << 20;
+
+/// Runs `/bin/sh -c cmd` (stdin and stderr inherited, stdout a pipe) and
+/// returns the first line of its output; the command must exit with 0.
+fn run_extpass(cmd: &str) -> anyhow::Result<SecretBuf> {
+    let mut child = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting the --extpass command with /bin/sh -c")?;
+    let pipe = child
+        .stdout
+        .take()
+        .context("the --extpass command's stdout")?;
+    let line = read_line(&pipe, "the --extpass command");
+    if line.is_ok() {
+        // Drain (and forget) what follows the first line, up to a bound.
+        let mut scratch = SecretBuf::new(4096);
+        let mut drained = 0;
+        while drained < MAX_EXTPASS_TAIL {
+            match rustix::io::read(&pipe, &mut scratch[..]) {
+                Ok(0) => break,
+                Ok(n) => drained += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    drop(pipe);
+    let status = child.wait().context("waiting for the --extpass command")?;
+    let line = line?;
+    if !status.success() {
+        bail!(
+            "the --extpass command failed ({status}): fix the command or give the passphrase another way"
+        );
+    }
+    Ok(line)
+}
+
+/// Prints "deriving the key (about N s)..." on stderr when Argon2id
+/// derivations of `work_kib` KiB-passes in total are expected to take more
+/// than a second here (a short probe measures this machine; costs too small
+/// to ever take a second are not probed).
+pub fn announce_derivation(work_kib: u64) {
+    // 256 MiB-passes take well under a second on any machine we run on.
+    if work_kib <= 256 * 1024 {
+        return;
+    }
+    let estimate = fscrypt_vault::cost::estimate_work(work_kib);
+    if estimate > Duration::from_secs(1) {
+        eprintln!(
+            "fscrypt-rs: deriving the key (about {})...",
+            format_seconds(estimate)
+        );
+    }
+}
+
+/// A duration for messages: "0.28 s" under 1 s, "1.4 s" under 10 s, else
+/// "12 s".
+pub fn format_seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 1.0 {
+        format!("{s:.2} s")
+    } else if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// Unwraps the vault's master key with a passphrase, first announcing the
+/// derivation when it is expected to take more than a second (all
+/// passphrase protectors may be tried: their total cost is announced).
+///
+/// # Errors
+/// As [`fscrypt_vault::Vault::unwrap_with_passphrase`].
+pub fn unwrap_with_passphrase(
+    vault: &fscrypt_vault::Vault,
+    passphrase: &[u8],
+) -> Result<SecretBuf, fscrypt_vault::Error> {
+    let work = vault
+        .protectors()
+        .iter()
+        .map(|p| match &p.record {
+            fscrypt_vault::config::ProtectorRecord::Passphrase { params, .. } => params.work_kib(),
+            _ => 0,
+        })
+        .sum();
+    announce_derivation(work);
+    vault.unwrap_with_passphrase(passphrase)
 }
 
 /// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0: no core file,

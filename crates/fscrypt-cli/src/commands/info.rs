@@ -1,0 +1,199 @@
+//! `fscrypt-rs info CIPHERDIR [--json]`: what a vault's config says, without
+//! the key: format and version, creation time (when recorded), the root
+//! policy, the master key identifier, and each protector with its kind and
+//! KDF cost (with an estimate of the unlock time on this machine).
+//!
+//! Nothing secret is shown: no wrapped key, nonce or salt (the salt is not
+//! secret, but has no use to a reader). The config is read by
+//! `fscrypt_vault::Vault::open` (a regular file only, bounded in size and
+//! cost).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord};
+use fscrypt_vault::{FS_BLOCK_SIZE, Vault};
+use serde_json::json;
+
+use super::secret;
+
+/// Arguments of `fscrypt-rs info`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The vault (directory made by `fscrypt-rs init`).
+    pub cipherdir: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Formats seconds since 1970-01-01 UTC as RFC 3339 (`2026-01-01T00:00:00Z`),
+/// with Howard Hinnant's `civil_from_days` algorithm ("chrono-Compatible
+/// Low-Level Date Algorithms"; proleptic Gregorian calendar).
+pub fn rfc3339_utc(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Cast: days since 1970 of any u64 seconds fit i64.
+    #[allow(clippy::cast_possible_wrap)]
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Runs `fscrypt-rs info`.
+pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let vault = Vault::open(&args.cipherdir)?;
+    let p = vault.policy();
+    let data_unit = match p.log2_data_unit_size {
+        0 => FS_BLOCK_SIZE,
+        n => 1u32 << n,
+    };
+    let created = vault.created();
+    // One probe per passphrase protector (a few milliseconds each).
+    let estimates: Vec<Option<std::time::Duration>> = vault
+        .protectors()
+        .iter()
+        .map(|p| match &p.record {
+            ProtectorRecord::Passphrase { params, .. } => Some(params.estimate()),
+            _ => None,
+        })
+        .collect();
+    let protectors: Vec<serde_json::Value> = vault
+        .protectors()
+        .iter()
+        .zip(&estimates)
+        .map(|(p, estimate)| match &p.record {
+            ProtectorRecord::Passphrase { params, .. } => json!({
+                "name": p.name,
+                "created": p.created,
+                "kind": "passphrase",
+                "kdf": "argon2id",
+                "argon2_version": 19,
+                "m_cost_kib": params.m_cost_kib,
+                "t_cost": params.t_cost,
+                "p_cost": params.p_cost,
+                "estimated_unlock_seconds": estimate
+                    .map(|d| (d.as_secs_f64() * 100.0).round() / 100.0),
+            }),
+            ProtectorRecord::KeyFile { .. } => json!({
+                "name": p.name,
+                "created": p.created,
+                "kind": "key_file",
+                "kdf": "hkdf-sha512",
+            }),
+            ProtectorRecord::RecoveryKey { .. } => json!({
+                "name": p.name,
+                "created": p.created,
+                "kind": "recovery_key",
+                "kdf": "hkdf-sha512",
+            }),
+        })
+        .collect();
+    if args.json {
+        let out = json!({
+            "cipherdir": args.cipherdir.display().to_string(),
+            "format": FORMAT_NAME,
+            "version": vault.config_version(),
+            "created": created,
+            "created_utc": created.map(rfc3339_utc),
+            "key_identifier": vault.key_identifier().to_string(),
+            "policy": {
+                "version": 2,
+                "contents_encryption_mode": p.contents_mode.0,
+                "contents_encryption_mode_name": p.contents_mode.to_string(),
+                "filenames_encryption_mode": p.filenames_mode.0,
+                "filenames_encryption_mode_name": p.filenames_mode.to_string(),
+                "flags": p.flags.bits(),
+                "padding": p.flags.padding(),
+                "direct_key": p.flags.direct_key(),
+                "log2_data_unit_size": p.log2_data_unit_size,
+                "data_unit_size": data_unit,
+            },
+            "protectors": protectors,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("Vault {}", args.cipherdir.display());
+    println!(
+        "  format: {FORMAT_NAME}, version {}",
+        vault.config_version()
+    );
+    println!(
+        "  created: {}",
+        created.map_or_else(|| "not recorded".to_owned(), rfc3339_utc)
+    );
+    println!("  key identifier: {}", vault.key_identifier());
+    println!(
+        "  policy: v2, contents {} ({}), filenames {} ({}), padding {}, data unit {} bytes{}, flags {:#04x}{}",
+        p.contents_mode,
+        p.contents_mode.0,
+        p.filenames_mode,
+        p.filenames_mode.0,
+        p.flags.padding(),
+        data_unit,
+        if p.log2_data_unit_size == 0 {
+            " (the block size)"
+        } else {
+            ""
+        },
+        p.flags.bits(),
+        if p.flags.direct_key() {
+            " (DIRECT_KEY)"
+        } else {
+            ""
+        }
+    );
+    println!("  protectors: {}", protectors.len());
+    for (i, (pr, estimate)) in vault.protectors().iter().zip(&estimates).enumerate() {
+        match &pr.record {
+            ProtectorRecord::Passphrase { params, .. } => println!(
+                "    {}. {}: passphrase, Argon2id v1.3, m={} KiB{}, t={}, p={} (about {} to unlock here)",
+                i + 1,
+                pr.name,
+                params.m_cost_kib,
+                if params.m_cost_kib >= 1024 {
+                    format!(" ({} MiB)", params.m_cost_kib / 1024)
+                } else {
+                    String::new()
+                },
+                params.t_cost,
+                params.p_cost,
+                secret::format_seconds(estimate.unwrap_or_default())
+            ),
+            ProtectorRecord::KeyFile { .. } => {
+                println!("    {}. {}: key file, HKDF-SHA512", i + 1, pr.name);
+            }
+            ProtectorRecord::RecoveryKey { .. } => {
+                println!("    {}. {}: recovery key, HKDF-SHA512", i + 1, pr.name);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_767_225_599), "2025-12-31T23:59:59Z");
+        assert_eq!(rfc3339_utc(1_767_225_600), "2026-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(4_102_444_800), "2100-01-01T00:00:00Z");
+    }
+}
