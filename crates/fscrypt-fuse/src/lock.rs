@@ -45,17 +45,33 @@ impl VaultLock {
 
     /// Takes the lock or fails with a message saying the vault is mounted.
     ///
+    /// A holder that lets go within [`Self::GRACE`] is waited for: a daemon
+    /// that was just unmounted may still be exiting, [`Self::is_held`]
+    /// holds the lock for an instant, and a child forked by another thread
+    /// shares the descriptor until its exec closes it.
+    ///
     /// # Errors
     /// [`Error::Mount`] when another daemon holds it, or as [`Self::try_acquire`].
     pub fn acquire(backing_dir: &Path) -> Result<VaultLock> {
-        Self::try_acquire(backing_dir)?.ok_or_else(|| {
-            Error::Mount(format!(
-                "the vault {} is already mounted (another fscrypt-rs daemon holds its lock): \
-                 unmount it there first",
-                backing_dir.display()
-            ))
-        })
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(lock) = Self::try_acquire(backing_dir)? {
+                return Ok(lock);
+            }
+            if start.elapsed() >= Self::GRACE {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Err(Error::Mount(format!(
+            "the vault {} is already mounted (another fscrypt-rs daemon holds its lock): \
+             unmount it there first",
+            backing_dir.display()
+        )))
     }
+
+    /// How long [`Self::acquire`] waits for a holder to let go.
+    pub const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
     /// True when some process holds the lock of `backing_dir` now.
     ///
