@@ -42,6 +42,7 @@ pub mod cost;
 pub mod error;
 pub mod init;
 pub mod layout;
+pub mod leftovers;
 pub mod protector;
 pub mod root;
 pub mod unlock;
