@@ -40,6 +40,7 @@
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod fsck;
 pub mod init;
 pub mod layout;
 pub mod leftovers;
