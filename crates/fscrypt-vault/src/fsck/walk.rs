@@ -653,7 +653,10 @@ impl Walker<'_> {
         d: &Dir<'_>,
     ) -> Option<String> {
         let pad = self.policy.flags.padding();
-        if ct.len() < 16 || ct.len() > NAME_MAX || (ct.len() != NAME_MAX && ct.len() % pad != 0) {
+        if ct.len() < 16
+            || ct.len() > NAME_MAX
+            || (ct.len() != NAME_MAX && !ct.len().is_multiple_of(pad))
+        {
             self.push(
                 Kind::BadNameLength,
                 backing.to_owned(),
@@ -1114,6 +1117,17 @@ impl Walker<'_> {
         }
     }
 
+    /// Whether the walk found nothing but the root (no entry, no store).
+    fn is_empty_vault(&self) -> bool {
+        let s = &self.report.stats;
+        s.directories == 1
+            && s.files == 0
+            && s.symlinks == 0
+            && s.special == 0
+            && s.store_objects == 0
+            && self.report.problems.is_empty()
+    }
+
     /// The clean-unmount marker: a regular file in the root. Missing, it is
     /// written by a repair once every leftover a recovery pass would remove
     /// is gone (so the next mount can skip that pass).
@@ -1129,7 +1143,8 @@ impl Walker<'_> {
                     "remove it by hand; the next mount then runs its recovery pass",
                 ),
             ),
-            Err(Errno::NOENT) if self.opts.check_clean_marker => {
+            // An empty vault (as `init` leaves it) has nothing to recover.
+            Err(Errno::NOENT) if self.opts.check_clean_marker && !self.is_empty_vault() => {
                 let detail = "no clean-unmount marker: the last mount did not end cleanly (or the vault predates it); the next mount runs its recovery pass".to_owned();
                 if self.recovery_left {
                     self.push(
