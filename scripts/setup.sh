@@ -36,6 +36,15 @@ fi
 [ -e /dev/loop-control ] || modprobe loop 2>/dev/null || true
 # FUSE's kernel module (built in on most kernels; load it when it is a module).
 [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
+# Mounting without root (fusermount3 opens /dev/fuse with the user's own
+# rights) needs /dev/fuse mode 0666, which Debian's udev rule sets. Some
+# machines (container images, VMs made from them) leave it 0600, so only
+# root can mount FUSE; put it back to 0666 (until the next boot, when udev
+# applies its rule). The unprivileged mount tests need it.
+if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" = 600 ]; then
+    echo "setup: /dev/fuse is mode 0600 (only root can mount FUSE); chmod 0666 /dev/fuse as Debian's udev rule does"
+    chmod 0666 /dev/fuse
+fi
 # pjdfstest 0.2.2 (the POSIX suite run against the FUSE mount by
 # crates/fscrypt-fuse/tests/pjdfstest.rs), from crates.io.
 if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "${CARGO_HOME:-$HOME/.cargo}/bin/pjdfstest" ]; then

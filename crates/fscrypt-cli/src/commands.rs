@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod kernel_crypto;
 pub mod key_status;
 pub mod mount;
+pub mod mounts;
 pub mod nonce;
 pub mod prepare_key;
 pub mod providers;

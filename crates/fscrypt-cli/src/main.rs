@@ -85,11 +85,41 @@ fn fuser_chatter(m: &log::Metadata<'_>) -> bool {
     m.level() > log::Level::Warn && (m.target() == "fuser" || m.target().starts_with("fuser::"))
 }
 
+/// The operation of fuser's "[Not Implemented] OP(...)" warnings.
+fn not_implemented(r: &log::Record<'_>) -> Option<String> {
+    if !(r.target() == "fuser" || r.target().starts_with("fuser::")) {
+        return None;
+    }
+    let text = r.args().to_string();
+    let rest = text.strip_prefix("[Not Implemented] ")?;
+    let op: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    Some(op)
+}
+
 impl log::Log for Logger {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
         !fuser_chatter(m) && self.0.enabled(m)
     }
     fn log(&self, r: &log::Record<'_>) {
+        if let Some(op) = not_implemented(r) {
+            // fuser warns, over several lines and with the request's
+            // arguments, each time it answers ENOSYS for an operation we
+            // leave to the kernel (flush on every close, once per mount).
+            // That is no warning: one debug line, the operation's name only.
+            let args = format_args!("fuser answered ENOSYS to {op} (not implemented; normal)");
+            let record = log::Record::builder()
+                .args(args)
+                .level(log::Level::Debug)
+                .target("fscrypt_fuse::fuser")
+                .build();
+            if self.0.enabled(record.metadata()) {
+                self.0.log(&record);
+            }
+            return;
+        }
         if self.enabled(r.metadata()) {
             self.0.log(r);
         }

@@ -9,15 +9,12 @@ use serde_json::Value;
 
 #[test]
 fn quick_json_has_a_row_per_algorithm() {
-    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
-        .args(["bench", "--quick", "--json", "--no-openssl"])
-        .output()
-        .expect("run fscrypt-rs bench");
-    assert!(
-        out.status.success(),
-        "fscrypt-rs bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = test_support::run::succeed(Command::new(env!("CARGO_BIN_EXE_fscrypt-rs")).args([
+        "bench",
+        "--quick",
+        "--json",
+        "--no-openssl",
+    ]));
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     let rows = v["implementations"].as_array().expect("implementations");
     let algs: BTreeSet<&str> = rows
@@ -120,22 +117,14 @@ fn counting_allocator_only_in_the_bench_binary() {
         !has(&daemon),
         "fscrypt-rs must not carry the counting allocator"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
-        .args([
-            "bench",
-            "--quick",
-            "--json",
-            "--no-openssl",
-            "--only",
-            "AES-256-XTS",
-        ])
-        .output()
-        .expect("run fscrypt-rs bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = test_support::run::succeed(Command::new(env!("CARGO_BIN_EXE_fscrypt-rs")).args([
+        "bench",
+        "--quick",
+        "--json",
+        "--no-openssl",
+        "--only",
+        "AES-256-XTS",
+    ]));
     let v: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert_eq!(
         v["allocation_counting"], true,
@@ -146,15 +135,11 @@ fn counting_allocator_only_in_the_bench_binary() {
 /// The text report fits a 120-column terminal.
 #[test]
 fn text_report_fits_120_columns() {
-    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
-        .args(["bench", "--quick", "--no-openssl"])
-        .output()
-        .expect("run fscrypt-rs bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = test_support::run::succeed(Command::new(env!("CARGO_BIN_EXE_fscrypt-rs")).args([
+        "bench",
+        "--quick",
+        "--no-openssl",
+    ]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Registry") && text.contains("Filenames"));
     for line in text.lines() {

@@ -15,7 +15,7 @@
 //! Needs root and /dev/fuse (skips loudly without). Mounts are always undone.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,56 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use test_support::skip::can_mount;
+use test_support::{TempDir, clear_mount, is_mounted};
+
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut r = [0u8; 6];
-        std::fs::File::open("/dev/urandom")
-            .unwrap()
-            .read_exact(&mut r)
-            .unwrap();
-        let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
-        let p = std::env::temp_dir().join(format!("fscrypt-crash-{tag}-{hex}"));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn can_mount(test: &str) -> bool {
-    let root = rustix::process::geteuid().is_root();
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED {test}: needs root and /dev/fuse (root: {root})");
-        return false;
-    }
-    true
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
-}
-
-fn clear_mount(mnt: &Path) {
-    let start = Instant::now();
-    while is_mounted(mnt) {
-        let _ = Command::new("umount").arg("-l").arg(mnt).status();
-        if is_mounted(mnt) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(mnt).status();
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "cannot unmount");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// A vault with a key file, and the daemon serving it (if running).
 struct Vault {
@@ -85,25 +39,10 @@ struct Vault {
 
 impl Vault {
     fn new(tag: &str) -> Vault {
-        let t = TempDir::new(tag);
-        let cipher = t.0.join("cipher");
-        let mnt = t.0.join("mnt");
-        let key = t.0.join("vault.key");
-        std::fs::create_dir(&cipher).unwrap();
-        std::fs::create_dir(&mnt).unwrap();
-        let out = Command::new(BIN)
-            .arg("init")
-            .arg(&cipher)
-            .arg("--new-key-file")
-            .arg(&key)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "init: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let t = TempDir::new(&format!("crash-{tag}"));
+        let (cipher, mnt) = (t.sub("cipher"), t.sub("mnt"));
+        let key = t.join("vault.key");
+        test_support::cli::init_with_key_file(Path::new(BIN), &cipher, &key);
         Vault {
             t,
             cipher,
@@ -116,7 +55,7 @@ impl Vault {
     /// Starts the daemon (`crash_at`: the crash point to arm) and waits for
     /// the mount.
     fn mount(&mut self, crash_at: Option<&str>) {
-        let log = std::fs::File::create(self.t.0.join("daemon.log")).unwrap();
+        let log = std::fs::File::create(self.t.join("daemon.log")).unwrap();
         let mut cmd = Command::new(BIN);
         cmd.arg("mount")
             .arg(&self.cipher)
@@ -138,7 +77,7 @@ impl Vault {
             if let Some(st) = child.try_wait().unwrap() {
                 panic!(
                     "daemon exited before mounting ({st}): {}",
-                    std::fs::read_to_string(self.t.0.join("daemon.log")).unwrap_or_default()
+                    std::fs::read_to_string(self.t.join("daemon.log")).unwrap_or_default()
                 );
             }
             assert!(
@@ -974,8 +913,7 @@ fn crash_harness() {
     if !can_mount("crash_harness") {
         return;
     }
-    let long = std::env::var("FSCRYPT_RS_LONG_TESTS").is_ok_and(|v| v == "1");
-    let rounds = if long { 200 } else { 20 };
+    let rounds = test_support::env::short_or_long(20, 200);
     let start = Instant::now();
     let mut v = Vault::new("harness");
     let mut seed = std::time::SystemTime::now()
@@ -1033,7 +971,7 @@ fn crash_harness() {
             eprintln!("{}", String::from_utf8_lossy(&ls.stdout));
             eprintln!(
                 "{}",
-                std::fs::read_to_string(v.t.0.join("daemon.log")).unwrap_or_default()
+                std::fs::read_to_string(v.t.join("daemon.log")).unwrap_or_default()
             );
         }
         assert!(failures.is_empty(), "seed {seed:#x}: {failures:#?}");

@@ -3,30 +3,14 @@
 //! xfstests' `_verify_ciphertext_for_encryption_policy` passes to
 //! `fscrypt-crypt-util` (spec §11.2), plus usage errors (exit status 2).
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
 fn load() -> Value {
-    let dir = match std::env::var_os("FSCRYPT_VECTORS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../testdata/vectors"
-        )),
-    };
-    let path = dir.join("fscrypt_format_vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {} (set FSCRYPT_VECTORS_DIR): {e}",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).unwrap()
+    test_support::vectors::load("fscrypt_format_vectors.json")
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -47,23 +31,7 @@ fn master_hex(all: &Value, v: &Value, k: &str) -> String {
 }
 
 fn run(args: &[String], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .arg("crypt")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn fscrypt-rs");
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The tool may exit early on errors: ignore a broken pipe.
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
+    test_support::run::output(Command::new(BIN).arg("crypt").args(args), stdin)
 }
 
 fn ok(args: &[String], stdin: &[u8]) -> Vec<u8> {

@@ -9,17 +9,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
 #[test]
 fn completions_and_man_pages_match_the_command_line() {
-    let dir = std::env::temp_dir().join(format!("fscrypt-rs-docs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(BIN)
-        .args(["install-docs", "--prefix"])
-        .arg(&dir)
-        .output()
-        .expect("run install-docs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let tmp = test_support::TempDir::new("docs");
+    let dir = tmp.join("prefix");
+    test_support::run::succeed(
+        Command::new(BIN)
+            .args(["install-docs", "--prefix"])
+            .arg(&dir),
     );
     let share = dir.join("share");
     let read = |rel: &str| {
@@ -71,5 +66,4 @@ fn completions_and_man_pages_match_the_command_line() {
             String::from_utf8_lossy(&ok.stderr)
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

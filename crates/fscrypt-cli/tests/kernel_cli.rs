@@ -3,41 +3,24 @@
 //!
 //! Without root or loop devices every test prints why and returns.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use fscrypt_linux::loopfs::LoopExt4;
+use test_support::TempDir;
+use test_support::loopdev::{MKFS_4K, flip_byte, physical_block, scratch_ext4};
+use test_support::skip::setpriv_available;
+use test_support::users::as_user;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
 fn scratch(test: &str, size_mib: u64) -> Option<LoopExt4> {
-    if let Some(why) = LoopExt4::unavailable_reason() {
-        eprintln!("\n*** SKIPPING kernel CLI test {test}: {why} ***\n");
-        return None;
-    }
-    Some(
-        LoopExt4::create(size_mib, &["-b", "4096", "-O", "encrypt,stable_inodes"], "")
-            .unwrap_or_else(|e| panic!("{test}: cannot create a scratch ext4: {e}")),
-    )
+    scratch_ext4(test, size_mib, MKFS_4K)
 }
 
-/// Run the binary with `stdin` bytes (None: /dev/null).
+/// Run the binary with `stdin` bytes (None: nothing).
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn fscrypt-rs");
-    {
-        let mut i = child.stdin.take().expect("stdin");
-        if let Some(b) = stdin {
-            i.write_all(b).expect("write stdin");
-        }
-    }
-    child.wait_with_output().expect("wait")
+    test_support::run::output(Command::new(BIN).args(args), stdin.unwrap_or_default())
 }
 
 fn stdout(o: &Output) -> String {
@@ -274,32 +257,11 @@ fn cli_remove_key_outcomes() {
     assert!(stderr(&o).contains("not present"), "{}", stderr(&o));
 
     // Another user also holds the key: removing ours reports it, exit 4.
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("*** SKIPPING the other-users part: setpriv not found ***");
+    if !setpriv_available("cli_remove_key_outcomes (the other-users part)") {
         return;
     }
     assert!(run(&["add-key", mnt], Some(&key)).status.success());
-    let mut child = Command::new("setpriv")
-        .args([
-            "--reuid=4242",
-            "--regid=4242",
-            "--clear-groups",
-            BIN,
-            "add-key",
-            mnt,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn setpriv");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&key)
-        .expect("write");
-    let o = child.wait_with_output().expect("wait");
+    let o = test_support::run::output(as_user(4242, 4242, BIN).args(["add-key", mnt]), &key);
     assert!(o.status.success(), "other user add-key: {}", stderr(&o));
     let o = run(&["remove-key", &id, mnt], None);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
@@ -323,31 +285,17 @@ fn cli_remove_key_outcomes() {
         Some(rustix::fs::Gid::from_raw(4242)),
     )
     .expect("chown");
-    let as_user = |args: &[&str], stdin: &[u8]| {
-        let mut child = Command::new("setpriv")
-            .args(["--reuid=4242", "--regid=4242", "--clear-groups", BIN])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn setpriv");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(stdin)
-            .expect("write");
-        child.wait_with_output().expect("wait")
+    let as_4242 = |args: &[&str], stdin: &[u8]| {
+        test_support::run::output(as_user(4242, 4242, BIN).args(args), stdin)
     };
-    let o = as_user(&["set-policy", &id, p(&ud)], b"");
+    let o = as_4242(&["set-policy", &id, p(&ud)], b"");
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("(ENOKEY)") && stderr(&o).contains("add-key"),
         "{}",
         stderr(&o)
     );
-    let o = as_user(&["add-key", mnt, "--descriptor", "1122334455667788"], &key);
+    let o = as_4242(&["add-key", mnt, "--descriptor", "1122334455667788"], &key);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("permission denied (EACCES)"),
@@ -363,7 +311,8 @@ fn cli_verify_ok_mismatch_and_speed() {
     };
     let mnt = p(fs.mount_point());
     let key = key64(9);
-    let kf = std::env::temp_dir().join(format!("fscrypt-rs-cli-key-{}", std::process::id()));
+    let t = TempDir::new("kernel-cli-keys");
+    let kf = t.join("key");
     std::fs::write(&kf, &key).expect("key file");
     let id = stdout(&run(&["add-key", mnt, "--key-file", p(&kf)], None));
     let d = fs.mount_point().join("tree");
@@ -422,27 +371,8 @@ fn cli_verify_ok_mismatch_and_speed() {
     // A wrong kernel driver: right plaintext in the page cache, other
     // ciphertext on disk. Flip a byte of "sub/small" on the device.
     let _ = std::fs::read(d.join("sub/small")).expect("cache");
-    let ino = std::fs::metadata(d.join("sub/small")).map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        m.ino()
-    });
-    let disk = fscrypt_linux::ext4::Ext4::open(fs.device()).expect("open");
-    let inode = disk.read_inode(ino.expect("stat") as u32).expect("inode");
-    let block = disk.extents(&inode).expect("extents")[0].physical;
-    drop(disk);
-    {
-        use std::os::unix::fs::FileExt;
-        let dev = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(fs.device())
-            .expect("dev");
-        let mut b = [0u8; 1];
-        dev.read_exact_at(&mut b, block * 4096 + 3).expect("read");
-        b[0] ^= 1;
-        dev.write_all_at(&b, block * 4096 + 3).expect("write");
-        dev.sync_all().expect("sync");
-    }
+    let block = physical_block(fs.device(), &d.join("sub/small"), 0);
+    flip_byte(fs.device(), block * 4096 + 3, 1);
     let o = run(&["verify", p(&d), "--key-file", p(&kf), "-q"], None);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
@@ -454,7 +384,7 @@ fn cli_verify_ok_mismatch_and_speed() {
     );
 
     // Wrong key file, and key not in the kernel: clear messages up front.
-    let other = std::env::temp_dir().join(format!("fscrypt-rs-cli-key2-{}", std::process::id()));
+    let other = t.join("key2");
     std::fs::write(&other, key64(10)).expect("key file");
     let o = run(&["verify", p(&d), "--key-file", p(&other)], None);
     assert_eq!(o.status.code(), Some(1));
@@ -463,7 +393,6 @@ fn cli_verify_ok_mismatch_and_speed() {
         "{}",
         stderr(&o)
     );
-    let _ = std::fs::remove_file(&other);
     assert!(run(&["remove-key", &id, mnt], None).status.success());
     let o = run(&["verify", p(&d), "--key-file", p(&kf)], None);
     assert_eq!(o.status.code(), Some(1));
@@ -479,5 +408,4 @@ fn cli_verify_ok_mismatch_and_speed() {
         assert!(!o.status.success());
         assert!(stderr(&o).contains("supports only ext4"), "{}", stderr(&o));
     }
-    let _ = std::fs::remove_file(&kf);
 }

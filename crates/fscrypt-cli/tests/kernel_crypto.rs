@@ -6,16 +6,11 @@ use std::process::Command;
 use serde_json::Value;
 
 fn run_json(extra: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
-        .arg("kernel-crypto")
-        .arg("--json")
-        .args(extra)
-        .output()
-        .expect("run fscrypt-rs");
-    assert!(
-        out.status.success(),
-        "fscrypt-rs kernel-crypto failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = test_support::run::succeed(
+        Command::new(env!("CARGO_BIN_EXE_fscrypt-rs"))
+            .arg("kernel-crypto")
+            .arg("--json")
+            .args(extra),
     );
     serde_json::from_slice(&out.stdout).expect("valid JSON")
 }

@@ -9,117 +9,34 @@
 //! Needs root and /dev/fuse; without them it prints a loud reason and
 //! returns. The mount is undone by a guard's Drop.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+use test_support::cli::CHEAP_ARGON2;
+use test_support::skip::can_mount;
+use test_support::tree::tree_bytes;
+use test_support::{MountGuard, TempDir, contains, hex, is_mounted, os_args as args, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 const PASSPHRASE: &[u8] = b"correct-horse-PASSPHRASE-7f3e";
 const NAMES: [&str; 3] = ["PLAINNAME-alpha", "PLAINDIR-beta", "PLAINLINK-gamma"];
 
-/// A temporary directory (mode 0755) removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut rnd)
-            .unwrap();
-        let path = std::env::temp_dir().join(format!("fscrypt-cli-{tag}-{}", hex(&rnd)));
-        std::fs::create_dir(&path).unwrap();
-        std::fs::set_permissions(&path, PermissionsExt::from_mode(0o755)).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// Runs `sh -c script BIN args...` in `cwd` with `stdin`, killing it after
 /// 60 s.
 fn run_sh(script: &str, args: &[&std::ffi::OsStr], cwd: &Path, stdin: &[u8]) -> Output {
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(script)
-        .arg(BIN)
-        .args(args)
-        .current_dir(cwd)
-        .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", "m=64,t=1,p=1")
-        .env("RUST_LOG", "trace")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        let mut pipe = child.stdin.take().unwrap();
-        let _ = pipe.write_all(stdin);
-    }
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("{args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
-}
-
-fn can_mount() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false);
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED secrets test: needs root and /dev/fuse (root: {root})");
-        return false;
-    }
-    true
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
-}
-
-/// Unmounts on drop (`fscrypt-rs unmount`, then a lazy umount: the daemon
-/// may have been killed).
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = Command::new(BIN).arg("unmount").arg(&self.0).output();
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).output();
-        }
-    }
+    test_support::run::output(
+        Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .arg(BIN)
+            .args(args)
+            .current_dir(cwd)
+            .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2)
+            .env("RUST_LOG", "trace"),
+        stdin,
+    )
 }
 
 /// The pid of the daemon serving `mnt`: the process whose argv has
@@ -160,42 +77,23 @@ fn cores_in(dir: &Path) -> Vec<PathBuf> {
 fn leaks(hay: &[u8], secrets: &[(&str, Vec<u8>)]) -> Vec<String> {
     secrets
         .iter()
-        .filter(|(_, s)| hay.windows(s.len()).any(|w| w == &s[..]))
+        .filter(|(_, s)| contains(hay, s))
         .map(|(l, _)| (*l).to_owned())
         .collect()
 }
 
-/// Every regular file below `dir`, with its contents (names included).
-fn tree_bytes(dir: &Path, out: &mut Vec<u8>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        out.extend_from_slice(p.as_os_str().as_encoded_bytes());
-        out.push(b'\n');
-        let ft = e.file_type().unwrap();
-        if ft.is_dir() {
-            tree_bytes(&p, out);
-        } else if ft.is_file() {
-            out.extend(std::fs::read(&p).unwrap());
-        }
-    }
-}
-
 #[test]
 fn daemon_keeps_its_secrets() {
-    if !can_mount() {
+    if !can_mount("daemon_keeps_its_secrets") {
         return;
     }
     let started = Instant::now();
     let t = TempDir::new("secrets");
-    let cipher = t.0.join("cipher");
-    let mnt = t.0.join("mnt");
-    let key = t.0.join("vault.key");
-    let log = t.0.join("daemon.log");
+    let (cipher, mnt) = (t.sub("cipher"), t.sub("mnt"));
+    let key = t.join("vault.key");
+    let log = t.join("daemon.log");
     // The caller's working directory: where a core file landed before.
-    let cwd = t.0.join("cwd");
-    for d in [&cipher, &mnt, &cwd] {
-        std::fs::create_dir(d).unwrap();
-    }
+    let cwd = t.sub("cwd");
     let mut passline = PASSPHRASE.to_vec();
     passline.push(b'\n');
     let out = run_sh(
@@ -223,7 +121,7 @@ fn daemon_keeps_its_secrets() {
         b"",
     );
     assert!(out.status.success(), "mount: {}", text(&out.stderr));
-    let guard = MountGuard(mnt.clone());
+    let guard = MountGuard::new(BIN, &mnt);
     assert!(is_mounted(&mnt));
     let pid = daemon_pid(&mnt).expect("daemon process");
     let mut failures = Vec::new();
@@ -283,7 +181,7 @@ fn daemon_keeps_its_secrets() {
     for dir in [
         Path::new("/"),
         &cwd,
-        &t.0,
+        t.path(),
         &std::env::current_dir().unwrap(),
     ] {
         for core in cores_in(dir) {
@@ -305,13 +203,11 @@ fn daemon_keeps_its_secrets() {
         .iter()
         .chain(&["PLAINNAME-missing", "PLAINNAME-renamed", "PLAINCONTENTS"])
     {
-        if log_bytes.windows(n.len()).any(|w| w == n.as_bytes()) {
+        if contains(&log_bytes, n.as_bytes()) {
             failures.push(format!("the trace log holds the plaintext {n:?}"));
         }
     }
-    let mut backing = Vec::new();
-    tree_bytes(&cipher, &mut backing);
-    for l in leaks(&backing, &secrets) {
+    for l in leaks(&tree_bytes(&cipher), &secrets) {
         failures.push(format!("the backing store holds the {l}"));
     }
     eprintln!("log:\n{}", text(&log_bytes));

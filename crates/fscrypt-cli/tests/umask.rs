@@ -4,40 +4,14 @@
 //! pjdfstest C open/02.t, open/03.t). The daemon is the real binary started
 //! with umask 022. One test per file: the test sets its process umask.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
 
 use rustix::fs::{FileType, Mode, OFlags};
+use test_support::{MountGuard, TempDir, is_mounted};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
-}
-
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = Command::new(BIN).arg("unmount").arg(&self.0).output();
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).output();
-        }
-    }
-}
 
 /// Creates the test objects in `dir` and returns (name, mode & 07777).
 fn create_all(dir: &Path) -> Vec<(String, u32)> {
@@ -81,54 +55,29 @@ fn create_all(dir: &Path) -> Vec<(String, u32)> {
 
 #[test]
 fn created_modes_are_the_kernels() {
-    let root = rustix::process::geteuid().is_root();
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED created_modes_are_the_kernels: needs root and /dev/fuse");
+    if !test_support::skip::can_mount("created_modes_are_the_kernels") {
         return;
     }
     let started = Instant::now();
-    let t = TempDir(std::env::temp_dir().join(format!("fscrypt-cli-umask-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&t.0);
-    let (cipher, mnt, plain) = (t.0.join("cipher"), t.0.join("mnt"), t.0.join("plain"));
-    for d in [&cipher, &mnt, &plain] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let key = t.0.join("vault.key");
-    let out = Command::new(BIN)
-        .arg("init")
-        .arg(&cipher)
-        .arg("--new-key-file")
-        .arg(&key)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "init: {out:?}");
+    let t = TempDir::new("cli-umask");
+    let (cipher, mnt, plain) = (t.sub("cipher"), t.sub("mnt"), t.sub("plain"));
+    let key = t.join("vault.key");
+    test_support::cli::init_with_key_file(Path::new(BIN), &cipher, &key);
     // The daemon starts with umask 022, as from a login shell.
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg("umask 022 && exec \"$0\" \"$@\"")
-        .arg(BIN)
-        .arg("mount")
-        .arg(&cipher)
-        .arg(&mnt)
-        .arg("--key-file")
-        .arg(&key)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("mount did not return within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = test_support::run::output(
+        Command::new("/bin/sh")
+            .arg("-c")
+            .arg("umask 022 && exec \"$0\" \"$@\"")
+            .arg(BIN)
+            .arg("mount")
+            .arg(&cipher)
+            .arg(&mnt)
+            .arg("--key-file")
+            .arg(&key),
+        b"",
+    );
     assert!(out.status.success(), "mount: {out:?}");
-    let guard = MountGuard(mnt.clone());
+    let guard = MountGuard::new(BIN, &mnt);
     assert!(is_mounted(&mnt));
 
     rustix::process::umask(Mode::empty());

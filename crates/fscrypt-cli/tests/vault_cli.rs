@@ -5,89 +5,28 @@
 //! reason to stderr and return. Every mount is undone by a guard's Drop.
 //! Argon2id runs with cheap test parameters (FSCRYPT_RS_INSECURE_ARGON2_PARAMS).
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use test_support::cli::CHEAP_ARGON2;
+use test_support::skip::can_mount;
+use test_support::tree::grep_tree;
+use test_support::{MountGuard, TempDir, is_mounted, os_args as args, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-const CHEAP_ARGON2: &str = "m=64,t=1,p=1";
 const EXIT_WRONG_SECRET: i32 = 12;
-
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        getrandom_fill(&mut rnd);
-        let path = std::env::temp_dir().join(format!("fscrypt-cli-{tag}-{}", hex(&rnd)));
-        std::fs::create_dir(&path).unwrap();
-        TempDir(path)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-    fn sub(&self, name: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn getrandom_fill(buf: &mut [u8]) {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(buf)
-        .unwrap();
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// Runs the binary with `stdin` as its standard input (a pipe, so never a
 /// terminal), killing it if it has not finished within 60 s.
 fn run_with(bin: &Path, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
-    let mut child = Command::new(bin)
-        .args(args)
-        .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        let mut pipe = child.stdin.take().unwrap();
-        let _ = pipe.write_all(stdin);
-    }
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{} {args:?} did not finish within 60 s: {out:?}",
-                bin.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
+    test_support::run::output(
+        Command::new(bin)
+            .args(args)
+            .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2),
+        stdin,
+    )
 }
 
 fn run(args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
@@ -102,10 +41,6 @@ fn helper(t: &TempDir) -> PathBuf {
         std::os::unix::fs::symlink(BIN, &link).unwrap();
     }
     link
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn config_of(dir: &Path) -> PathBuf {
@@ -281,7 +216,7 @@ fn init_refuses_inode_number_flags_and_bad_policies() {
         &["--data-unit-size", "1000"],
         &["--contents", "sm4-xts"],
     ] {
-        let dir = t.sub(&format!("bad{}", bad.join("")));
+        let dir = t.sub(format!("bad{}", bad.join("")));
         let mut owned: Vec<std::ffi::OsString> = vec!["init".into(), dir.clone().into()];
         owned.extend(bad.iter().map(|s| s.into()));
         owned.push("--new-key-file".into());
@@ -376,92 +311,13 @@ fn wrong_passphrase_or_key_exits_12_without_retrying() {
 
 // ---------------------------------------------------------------- mounting
 
-fn can_mount() -> bool {
-    let root = is_root();
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!(
-            "SKIPPED: mount tests need root and /dev/fuse (root: {root}, /dev/fuse: {})",
-            Path::new("/dev/fuse").exists()
-        );
-        return false;
-    }
-    true
-}
-
-fn is_root() -> bool {
-    // The effective uid, from /proc (no libc call needed).
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
-}
-
-/// Unmounts on drop (the `fscrypt-rs unmount` command, then a lazy umount
-/// as a last resort).
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = Command::new(BIN).arg("unmount").arg(&self.0).status();
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
 fn unmount(mnt: &Path) {
-    let out = run(args!["unmount", mnt], b"");
-    assert!(out.status.success(), "unmount: {}", text(&out.stderr));
-    let start = Instant::now();
-    while is_mounted(mnt) {
-        assert!(start.elapsed() < Duration::from_secs(10), "still mounted");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn grep_tree(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
-    let mut hits = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            if p.as_os_str()
-                .as_encoded_bytes()
-                .windows(needle.len())
-                .any(|w| w == needle)
-            {
-                hits.push(p.clone());
-            }
-            let ft = e.file_type().unwrap();
-            if ft.is_dir() {
-                stack.push(p);
-            } else if ft.is_file() {
-                let data = std::fs::read(&p).unwrap();
-                if data.windows(needle.len()).any(|w| w == needle) {
-                    hits.push(p);
-                }
-            }
-        }
-    }
-    hits
+    test_support::mount::unmount_with(Path::new(BIN), mnt);
 }
 
 #[test]
 fn mount_unmount_round_trip_with_key_file_and_passphrase() {
-    if !can_mount() {
+    if !can_mount("mount_unmount_round_trip_with_key_file_and_passphrase") {
         return;
     }
     let t = TempDir::new("mount");
@@ -477,7 +333,7 @@ fn mount_unmount_round_trip_with_key_file_and_passphrase() {
     // Background mount with the key file: returns once mounted.
     let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
     assert!(out.status.success(), "mount: {}", text(&out.stderr));
-    let guard = MountGuard(mnt.clone());
+    let guard = MountGuard::new(BIN, &mnt);
     assert!(is_mounted(&mnt));
     std::fs::create_dir(mnt.join("SECRETDIRNAME")).unwrap();
     std::fs::write(
@@ -533,7 +389,7 @@ fn mount_unmount_round_trip_with_key_file_and_passphrase() {
 
 #[test]
 fn locked_mount_shows_no_key_names_and_refuses_contents() {
-    if !can_mount() {
+    if !can_mount("locked_mount_shows_no_key_names_and_refuses_contents") {
         return;
     }
     let t = TempDir::new("locked");
@@ -542,7 +398,7 @@ fn locked_mount_shows_no_key_names_and_refuses_contents() {
     let key = init_with_key(&t, &cipher);
     let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
     assert!(out.status.success(), "mount: {}", text(&out.stderr));
-    let guard = MountGuard(mnt.clone());
+    let guard = MountGuard::new(BIN, &mnt);
     for name in ["alpha.txt", "beta.txt", "gamma"] {
         std::fs::write(mnt.join(name), name.as_bytes()).unwrap();
     }
@@ -578,7 +434,7 @@ fn locked_mount_shows_no_key_names_and_refuses_contents() {
 
 #[test]
 fn demo_runs_end_to_end_and_cleans_up() {
-    if !can_mount() {
+    if !can_mount("demo_runs_end_to_end_and_cleans_up") {
         return;
     }
     let t = TempDir::new("demo");
@@ -616,7 +472,7 @@ fn demo_runs_end_to_end_and_cleans_up() {
 
 #[test]
 fn foreground_mount_serves_until_sigterm() {
-    if !can_mount() {
+    if !can_mount("foreground_mount_serves_until_sigterm") {
         return;
     }
     let t = TempDir::new("fg");
@@ -635,7 +491,7 @@ fn foreground_mount_serves_until_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let guard = MountGuard(mnt.clone());
+    let guard = MountGuard::new(BIN, &mnt);
     let start = Instant::now();
     while !is_mounted(&mnt) {
         assert!(
@@ -676,7 +532,7 @@ fn foreground_mount_serves_until_sigterm() {
     // The data is in the vault.
     let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let guard = MountGuard(mnt.clone());
+    let guard = MountGuard::new(BIN, &mnt);
     assert_eq!(
         std::fs::read(mnt.join("f")).unwrap(),
         b"served in the foreground"
@@ -687,7 +543,7 @@ fn foreground_mount_serves_until_sigterm() {
 
 #[test]
 fn every_policy_option_mounts_and_round_trips() {
-    if !can_mount() {
+    if !can_mount("every_policy_option_mounts_and_round_trips") {
         return;
     }
     let t = TempDir::new("policies");
@@ -721,8 +577,8 @@ fn every_policy_option_mounts_and_round_trips() {
         &["--data-unit-size", "1024", "--padding", "32"],
     ];
     for (i, opts) in cases.iter().enumerate() {
-        let cipher = t.sub(&format!("c{i}"));
-        let mnt = t.sub(&format!("m{i}"));
+        let cipher = t.sub(format!("c{i}"));
+        let mnt = t.sub(format!("m{i}"));
         let key = t.path().join(format!("k{i}"));
         let mut owned: Vec<std::ffi::OsString> = vec!["init".into(), cipher.clone().into()];
         owned.extend(opts.iter().map(|s| s.into()));
@@ -738,7 +594,7 @@ fn every_policy_option_mounts_and_round_trips() {
             "{opts:?}: mount: {}",
             text(&out.stderr)
         );
-        let guard = MountGuard(mnt.clone());
+        let guard = MountGuard::new(BIN, &mnt);
         let data: Vec<u8> = (0..5000u32).map(|x| (x * 31 % 251) as u8).collect();
         std::fs::create_dir(mnt.join("a directory")).unwrap();
         std::fs::write(mnt.join("a directory/file.bin"), &data).unwrap();

@@ -12,23 +12,9 @@ use crate::registry::{Registry, builtin_implementations};
 use crate::xts::Xts;
 use crate::{Algorithm, CipherKey, HkdfSha512, PreparedKey, hmac_sha512, siphash24};
 
-fn vectors_dir() -> std::path::PathBuf {
-    match std::env::var_os("FSCRYPT_VECTORS_DIR") {
-        Some(d) => d.into(),
-        None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/vectors").into(),
-    }
-}
-
 /// Loads `file` and returns its entries.
 pub(crate) fn entries(file: &str) -> Vec<Value> {
-    let path = vectors_dir().join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {} ({e}); set FSCRYPT_VECTORS_DIR",
-            path.display()
-        )
-    });
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let v = test_support::vectors::load(file);
     v["entries"].as_array().unwrap().clone()
 }
 
@@ -134,8 +120,7 @@ fn cts_sm4_vectors() {
 /// checked with xfstests' fscrypt-crypt-util), against every implementation.
 #[test]
 fn cts_aes_256_fscrypt_filenames() {
-    let text = std::fs::read_to_string(vectors_dir().join("fscrypt_format_vectors.json")).unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
+    let v = test_support::vectors::load("fscrypt_format_vectors.json");
     let mut n = 0;
     for (i, e) in v["filenames"].as_array().unwrap().iter().enumerate() {
         if e["filenames_mode"].as_u64() != Some(4) {

@@ -86,27 +86,11 @@ impl CipherKey for BrokenCts {
     }
 }
 
-/// Captures log records (the registry logs excluded implementations).
-struct Capture(std::sync::Mutex<Vec<String>>);
-
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        if let Ok(mut v) = self.0.lock() {
-            v.push(format!("{} {}", record.level(), record.args()));
-        }
-    }
-    fn flush(&self) {}
-}
-
-static CAPTURE: Capture = Capture(std::sync::Mutex::new(Vec::new()));
-
+/// The log records of this process (the registry logs excluded
+/// implementations).
 fn captured_logs() -> Vec<String> {
-    let _ = log::set_logger(&CAPTURE);
-    log::set_max_level(log::LevelFilter::Trace);
-    CAPTURE.0.lock().map(|v| v.clone()).unwrap_or_default()
+    test_support::logs::capture(log::LevelFilter::Trace);
+    test_support::logs::captured()
 }
 
 fn broken_cts_key(key: &[u8]) -> Result<Box<dyn CipherKey>, Error> {

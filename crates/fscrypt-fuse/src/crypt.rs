@@ -1,11 +1,12 @@
 //! The seam between the filesystem and the `fscrypt` format crate: creating
-//! contexts, building per-inode crypto state (`fscrypt::InodeCrypt`) from a
-//! stored context, and no-key names. Every cryptographic decision lives in
-//! `fscrypt`; this module only adapts types and errors.
+//! contexts and building per-inode crypto state (`fscrypt::InodeCrypt`) from
+//! a stored context. Every cryptographic decision lives in `fscrypt`; names,
+//! no-key names and symlink blobs are handled through `fscrypt::hooks` only
+//! (in `fs/names.rs`, `fs/dir.rs`, `fs/backing.rs` and `fs/create.rs`).
 
 use std::sync::Arc;
 
-use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey, PolicyV2};
+use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyV2};
 
 use crate::error::{Corruption, Error, Result};
 use crate::layout::CONTEXT_SIZE;
@@ -18,6 +19,8 @@ pub const FS_BLOCK_SIZE: u32 = 4096;
 /// master key. Shared read-only by all threads.
 pub struct Keys {
     policy: PolicyV2,
+    /// `policy` as the enum the hooks take (every inode of the vault has it).
+    any_policy: Policy,
     master: Option<MasterKey>,
 }
 
@@ -48,7 +51,18 @@ pub type NodeCrypt = Arc<InodeCrypt>;
 impl Keys {
     /// Keys for a mount of a vault with root `policy`.
     pub fn new(policy: PolicyV2, master: Option<MasterKey>) -> Keys {
-        Keys { policy, master }
+        Keys {
+            policy,
+            any_policy: Policy::V2(policy),
+            master,
+        }
+    }
+
+    /// The vault's policy: that of every directory, file and symlink in it
+    /// (stored contexts of another policy are corrupt, see
+    /// [`Keys::check_context`]).
+    pub fn policy(&self) -> &Policy {
+        &self.any_policy
     }
 
     /// Whether the master key is present.
@@ -84,7 +98,7 @@ impl Keys {
     ///
     /// # Errors
     /// [`Error::NoKey`] on a locked mount; [`Corruption::BadContext`] if the
-    /// context is not the vault's; [`Error::Crypt`] if key derivation fails.
+    /// context is not the vault's; [`Error::Format`] if key derivation fails.
     pub fn node_crypt(
         &self,
         ctx: &[u8; CONTEXT_SIZE],
@@ -103,9 +117,7 @@ impl Keys {
             fs_uuid: [0u8; 16],
             fs_block_size: FS_BLOCK_SIZE,
         };
-        InodeCrypt::new(master, &c, &params)
-            .map(Arc::new)
-            .map_err(|e| Error::Crypt(e.to_string()))
+        Ok(Arc::new(InodeCrypt::new(master, &c, &params)?))
     }
 
     /// The data unit size of the vault's files in bytes.
@@ -120,17 +132,6 @@ impl Keys {
 /// The 40 context bytes of `policy` with `nonce`.
 pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
     fscrypt_vault::root::context_bytes(policy, nonce)
-}
-
-/// The kernel's no-key name of a ciphertext name as a directory without
-/// hashes presents it (hash = minor_hash = 0, spec §8.1).
-pub fn nokey_name(ciphertext: &[u8]) -> String {
-    fscrypt::nokey::encode(ciphertext, 0, 0).to_string()
-}
-
-/// A parsed no-key name used for lookups on a locked mount.
-pub fn nokey_decode(name: &[u8]) -> Option<fscrypt::nokey::NoKeyName> {
-    fscrypt::nokey::NoKeyName::decode(name).ok()
 }
 
 /// Fills `buf` from the system random generator.

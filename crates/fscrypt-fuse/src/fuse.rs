@@ -1,6 +1,11 @@
 //! The thin `fuser::Filesystem` adapter over [`EncryptedFs`]: converts
 //! arguments, calls the filesystem and replies; errors become errno through
 //! [`crate::Error::errno`] only.
+//!
+//! Every failed operation leaves exactly one `debug` log line here, with the
+//! operation's name, the error and plaintext-free identifiers: inode and
+//! handle numbers and the backing path of the inode (base64url names only).
+//! Names given by the kernel are plaintext and never logged.
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -47,10 +52,6 @@ impl FuseAdapter {
     }
 }
 
-fn errno(e: &Error) -> Errno {
-    Errno::from_i32(e.errno())
-}
-
 fn caller(req: &Request) -> Caller {
     Caller {
         uid: req.uid(),
@@ -82,26 +83,70 @@ fn settime(t: Option<TimeOrNow>) -> Option<SetTime> {
     })
 }
 
-fn entry(reply: ReplyEntry, r: Result<FileAttr, Error>) {
-    match r {
-        Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-        Err(e) => reply.error(errno(&e)),
-    }
+/// The plaintext-free identifiers of an operation, for its log line.
+#[derive(Debug, Clone, Copy)]
+enum Id {
+    /// An inode (also the directory of a name operation: the name itself
+    /// is plaintext and never logged).
+    Ino(INodeNo),
+    /// Two inodes: link (inode, new parent), rename (parent, new parent).
+    Two(INodeNo, INodeNo),
+    /// An open file or directory handle.
+    Fh(fuser::FileHandle),
+    /// Nothing beyond the operation (statfs).
+    Fs,
 }
 
-fn empty(reply: ReplyEmpty, r: Result<(), Error>) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(&e)),
+impl FuseAdapter {
+    /// The errno of a failed operation, after its one debug line.
+    fn fail(&self, op: &'static str, id: Id, e: &Error) -> Errno {
+        let n = e.errno();
+        if log::log_enabled!(log::Level::Debug) {
+            let path = |i: INodeNo| {
+                self.fs
+                    .backing_path_of(ino(i))
+                    .map(|p| format!(" (backing {})", p.display()))
+                    .unwrap_or_default()
+            };
+            let what = match id {
+                Id::Ino(i) => format!("ino {}{}", i.0, path(i)),
+                Id::Two(a, b) => format!("ino {}{}, ino {}{}", a.0, path(a), b.0, path(b)),
+                Id::Fh(h) => format!("fh {}", h.0),
+                Id::Fs => "filesystem".to_string(),
+            };
+            log::debug!("fscrypt-fuse: {op} failed on {what}: {e} (errno {n})");
+        }
+        Errno::from_i32(n)
     }
-}
 
-fn xattr_reply(reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Error>) {
-    match r {
-        Ok(v) if size == 0 => reply.size(v.len() as u32),
-        Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
-        Ok(v) => reply.data(&v),
-        Err(e) => reply.error(errno(&e)),
+    fn entry(&self, op: &'static str, id: Id, reply: ReplyEntry, r: Result<FileAttr, Error>) {
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+            Err(e) => reply.error(self.fail(op, id, &e)),
+        }
+    }
+
+    fn empty(&self, op: &'static str, id: Id, reply: ReplyEmpty, r: Result<(), Error>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail(op, id, &e)),
+        }
+    }
+
+    fn xattr_reply(
+        &self,
+        op: &'static str,
+        id: Id,
+        reply: ReplyXattr,
+        size: u32,
+        r: Result<Vec<u8>, Error>,
+    ) {
+        match r {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(self.fail(op, id, &e)),
+        }
     }
 }
 
@@ -122,14 +167,8 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.fs.lookup(ino(parent), name) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(Error::NotFound) | Err(Error::Sys(rustix::io::Errno::NOENT)) => {
-                // Negative entry: the kernel caches the absence for TTL.
-                reply.error(Errno::ENOENT)
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        let r = self.fs.lookup(ino(parent), name);
+        self.entry("lookup", Id::Ino(parent), reply, r);
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
@@ -145,7 +184,7 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         match self.fs.getattr(ino(i)) {
             Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("getattr", Id::Ino(i), &e)),
         }
     }
 
@@ -183,19 +222,19 @@ impl fuser::Filesystem for FuseAdapter {
             && req.uid() != 0
             && let Err(e) = self.fs.kill_suid(ino(i))
         {
-            reply.error(errno(&e));
+            reply.error(self.fail("setattr", Id::Ino(i), &e));
             return;
         }
         match self.fs.setattr(ino(i), a) {
             Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("setattr", Id::Ino(i), &e)),
         }
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
         match self.fs.readlink(ino(i)) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("readlink", Id::Ino(i), &e)),
         }
     }
 
@@ -209,10 +248,8 @@ impl fuser::Filesystem for FuseAdapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        entry(
-            reply,
-            self.fs.mknod(ino(parent), name, mode, rdev, caller(req)),
-        );
+        let r = self.fs.mknod(ino(parent), name, mode, rdev, caller(req));
+        self.entry("mknod", Id::Ino(parent), reply, r);
     }
 
     fn mkdir(
@@ -224,15 +261,18 @@ impl fuser::Filesystem for FuseAdapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        entry(reply, self.fs.mkdir(ino(parent), name, mode, caller(req)));
+        let r = self.fs.mkdir(ino(parent), name, mode, caller(req));
+        self.entry("mkdir", Id::Ino(parent), reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(reply, self.fs.unlink(ino(parent), name));
+        let r = self.fs.unlink(ino(parent), name);
+        self.empty("unlink", Id::Ino(parent), reply, r);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(reply, self.fs.rmdir(ino(parent), name));
+        let r = self.fs.rmdir(ino(parent), name);
+        self.empty("rmdir", Id::Ino(parent), reply, r);
     }
 
     fn symlink(
@@ -243,15 +283,13 @@ impl fuser::Filesystem for FuseAdapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        entry(
-            reply,
-            self.fs.symlink(
-                ino(parent),
-                link_name,
-                target.as_os_str().as_bytes(),
-                caller(req),
-            ),
+        let r = self.fs.symlink(
+            ino(parent),
+            link_name,
+            target.as_os_str().as_bytes(),
+            caller(req),
         );
+        self.entry("symlink", Id::Ino(parent), reply, r);
     }
 
     fn rename(
@@ -264,11 +302,10 @@ impl fuser::Filesystem for FuseAdapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        empty(
-            reply,
-            self.fs
-                .rename(ino(parent), name, ino(newparent), newname, flags.bits()),
-        );
+        let r = self
+            .fs
+            .rename(ino(parent), name, ino(newparent), newname, flags.bits());
+        self.empty("rename", Id::Two(parent, newparent), reply, r);
     }
 
     fn link(
@@ -279,13 +316,14 @@ impl fuser::Filesystem for FuseAdapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        entry(reply, self.fs.link(ino(i), ino(newparent), newname));
+        let r = self.fs.link(ino(i), ino(newparent), newname);
+        self.entry("link", Id::Two(i, newparent), reply, r);
     }
 
     fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open(ino(i), flags.0) {
             Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("open", Id::Ino(i), &e)),
         }
     }
 
@@ -304,7 +342,7 @@ impl fuser::Filesystem for FuseAdapter {
             let mut buf = cell.borrow_mut();
             match self.fs.read(fh(h), offset, size, &mut buf) {
                 Ok(r) => reply.data(&buf[r]),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(self.fail("read", Id::Fh(h), &e)),
             }
         });
     }
@@ -324,12 +362,12 @@ impl fuser::Filesystem for FuseAdapter {
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
             && let Err(e) = self.fs.kill_suid(ino(i))
         {
-            reply.error(errno(&e));
+            reply.error(self.fail("write", Id::Ino(i), &e));
             return;
         }
         match self.fs.write(fh(h), offset, data) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("write", Id::Fh(h), &e)),
         }
     }
 
@@ -346,7 +384,8 @@ impl fuser::Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.fs.release(fh(h)));
+        let r = self.fs.release(fh(h));
+        self.empty("release", Id::Fh(h), reply, r);
     }
 
     fn fsync(
@@ -357,13 +396,14 @@ impl fuser::Filesystem for FuseAdapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.fs.fsync(fh(h), datasync));
+        let r = self.fs.fsync(fh(h), datasync);
+        self.empty("fsync", Id::Fh(h), reply, r);
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.opendir(ino(i)) {
             Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("opendir", Id::Ino(i), &e)),
         }
     }
 
@@ -380,7 +420,7 @@ impl fuser::Filesystem for FuseAdapter {
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("readdir", Id::Fh(h), &e)),
         }
     }
 
@@ -392,7 +432,8 @@ impl fuser::Filesystem for FuseAdapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.fs.releasedir(fh(h)));
+        let r = self.fs.releasedir(fh(h));
+        self.empty("releasedir", Id::Fh(h), reply, r);
     }
 
     fn fsyncdir(
@@ -403,7 +444,8 @@ impl fuser::Filesystem for FuseAdapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.fs.fsyncdir(ino(i)));
+        let r = self.fs.fsyncdir(ino(i));
+        self.empty("fsyncdir", Id::Ino(i), reply, r);
     }
 
     fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
@@ -411,7 +453,7 @@ impl fuser::Filesystem for FuseAdapter {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("statfs", Id::Fs, &e)),
         }
     }
 
@@ -425,19 +467,23 @@ impl fuser::Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.fs.setxattr(ino(i), name, value, flags));
+        let r = self.fs.setxattr(ino(i), name, value, flags);
+        self.empty("setxattr", Id::Ino(i), reply, r);
     }
 
     fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        xattr_reply(reply, size, self.fs.getxattr(ino(i), name, size));
+        let r = self.fs.getxattr(ino(i), name, size);
+        self.xattr_reply("getxattr", Id::Ino(i), reply, size, r);
     }
 
     fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
-        xattr_reply(reply, size, self.fs.listxattr(ino(i)));
+        let r = self.fs.listxattr(ino(i));
+        self.xattr_reply("listxattr", Id::Ino(i), reply, size, r);
     }
 
     fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(reply, self.fs.removexattr(ino(i), name));
+        let r = self.fs.removexattr(ino(i), name);
+        self.empty("removexattr", Id::Ino(i), reply, r);
     }
 
     fn access(&self, _req: &Request, _i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
@@ -463,7 +509,7 @@ impl fuser::Filesystem for FuseAdapter {
                 fuser::FileHandle(h.0),
                 FopenFlags::empty(),
             ),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(self.fail("create", Id::Ino(parent), &e)),
         }
     }
 
@@ -477,6 +523,7 @@ impl fuser::Filesystem for FuseAdapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.fs.fallocate(fh(h), offset, length, mode));
+        let r = self.fs.fallocate(fh(h), offset, length, mode);
+        self.empty("fallocate", Id::Fh(h), reply, r);
     }
 }

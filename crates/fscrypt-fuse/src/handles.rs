@@ -3,7 +3,10 @@
 //! A handle lives from `open`/`create`/`opendir` until `release`/`releasedir`.
 //! It holds an `Arc` of its inode, so an open-unlinked file keeps working.
 //! The table's `Mutex` protects only the map and is never held across I/O; a
-//! directory handle's listing has its own `Mutex`.
+//! directory handle's listing has its own `Mutex`. A panic can never leave
+//! the map half-updated (it is held for one `HashMap` call only), so a
+//! poisoned table lock is recovered; a poisoned listing lock is
+//! `Error::Poisoned`.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -67,21 +70,24 @@ impl HandleTable {
     /// Registers a handle and returns its number.
     pub fn insert(&self, h: Handle) -> FileHandle {
         let fh = FileHandle(self.next.fetch_add(1, Ordering::Relaxed));
-        let mut map = match self.map.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        map.insert(fh, Arc::new(h));
+        self.map().insert(fh, Arc::new(h));
         fh
     }
 
     /// The handle with this number.
     pub fn get(&self, fh: FileHandle) -> Option<Arc<Handle>> {
-        self.map.lock().ok()?.get(&fh).cloned()
+        self.map().get(&fh).cloned()
     }
 
     /// Removes and returns a handle.
     pub fn remove(&self, fh: FileHandle) -> Option<Arc<Handle>> {
-        self.map.lock().ok()?.remove(&fh)
+        self.map().remove(&fh)
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<FileHandle, Arc<Handle>>> {
+        match self.map.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        }
     }
 }

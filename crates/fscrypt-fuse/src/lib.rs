@@ -16,12 +16,15 @@
 
 #![forbid(unsafe_code)]
 
+pub mod busy;
 mod crypt;
 mod error;
 mod fs;
 mod fuse;
+mod fusermount;
 mod handles;
 mod inodes;
+mod lock;
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +32,7 @@ pub use crate::error::{Corruption, Error, Result, WrongType};
 pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime};
 pub use crate::handles::FileHandle;
 pub use crate::inodes::{INODE_STATE_BYTES, InodeNo, Kind, ROOT, live_inodes};
+pub use crate::lock::VaultLock;
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
 pub use fscrypt_vault as vault;
 pub use fscrypt_vault::create_root;
@@ -114,7 +118,15 @@ fn fuser_config(config: &MountConfig) -> fuser::Config {
     c
 }
 
-fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter, fuser::Config)> {
+/// What [`prepare`] hands to the mounting code.
+struct Prepared {
+    adapter: fuse::FuseAdapter,
+    fc: fuser::Config,
+    /// Held for as long as the vault is served.
+    lock: VaultLock,
+}
+
+fn prepare(config: MountConfig, mountpoint: &Path) -> Result<Prepared> {
     if !Path::new("/dev/fuse").exists() {
         return Err(Error::Mount(
             "/dev/fuse is missing (load the fuse module, install fuse3)".into(),
@@ -143,6 +155,9 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
         );
     }
     let fc = fuser_config(&config);
+    // Before the filesystem opens (and recovers) anything: one daemon per
+    // vault.
+    let lock = VaultLock::acquire(&config.backing_dir)?;
     let fs = EncryptedFs::new(
         &config.backing_dir,
         config.policy,
@@ -151,7 +166,11 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
             read_only: config.read_only,
         },
     )?;
-    Ok((fuse::FuseAdapter::new(fs), fc))
+    Ok(Prepared {
+        adapter: fuse::FuseAdapter::new(fs),
+        fc,
+        lock,
+    })
 }
 
 /// A FUSE session on a freshly mounted `mountpoint`.
@@ -163,7 +182,8 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<(fuse::FuseAdapter,
 /// device's POLLERR as "still mounted"), which can take down a new mount
 /// made at the same place in the meantime (unmount, then remount at once).
 /// Mounting ourselves also records the subtype (`fuse.fscrypt-rs` in
-/// /proc/mounts). Without root, fuser mounts through `fusermount3`.
+/// /proc/mounts). Without root, the setuid `fusermount3` mounts and hands
+/// us the device (`fusermount.rs`); the session owns no mount either.
 struct MountedSession {
     session: fuser::Session<fuse::FuseAdapter>,
     /// We mounted with mount(2); we unmount, fuser never does.
@@ -177,11 +197,18 @@ fn new_session(
 ) -> Result<MountedSession> {
     use std::os::fd::AsRawFd;
     if !rustix::process::geteuid().is_root() {
-        let session = fuser::Session::new(adapter, mountpoint, &fc).map_err(Error::Io)?;
-        return Ok(MountedSession {
-            session,
-            own_mount: false,
-        });
+        let dev = fusermount::mount(mountpoint, &fc)?;
+        let acl = fc.acl;
+        return match fuser::Session::from_fd(adapter, dev, acl, fc) {
+            Ok(session) => Ok(MountedSession {
+                session,
+                own_mount: true,
+            }),
+            Err(e) => {
+                let _ = unmount(mountpoint);
+                Err(Error::Io(e))
+            }
+        };
     }
     let dev = rustix::fs::open(
         "/dev/fuse",
@@ -250,9 +277,14 @@ fn new_session(
 /// (`fscrypt-rs unmount`, `fusermount3 -u`, `umount`) or the process gets
 /// SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
 ///
+/// The daemon holds the vault's lock ([`VaultLock`]) while it serves it.
+/// Without root the setuid `fusermount3` mounts (`/dev/fuse` must be
+/// accessible to the user); the daemon keeps running as the caller.
+///
 /// # Errors
-/// [`Error::Mount`] when FUSE is unavailable or the mountpoint is bad,
-/// [`Error::Corrupt`]/[`Error::Io`] when the backing directory cannot be used.
+/// [`Error::Mount`] when FUSE is unavailable (naming why), the mountpoint is
+/// bad or the vault is mounted already, [`Error::Corrupt`]/[`Error::Io`]
+/// when the backing directory cannot be used.
 pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // This process is the daemon: nothing of it may reach a core file.
@@ -269,7 +301,11 @@ pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
             config.backing_dir.display()
         ))
     })?;
-    let (adapter, fc) = prepare(config, mountpoint)?;
+    let Prepared {
+        adapter,
+        fc,
+        lock: _lock,
+    } = prepare(config, mountpoint)?;
     // Modes are exactly what the kernel passes: it has already applied the
     // caller's umask (fuser does not ask for FUSE_DONT_MASK), so the
     // daemon's own umask must not mask them a second time.
@@ -284,20 +320,27 @@ pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
     } = new_session(adapter, mountpoint, fc)?;
     let mut unmounter = session.unmount_callable();
     // Handlers are process-wide (whatever thread the signal lands on); the
-    // waiter thread unmounts, which ends `run`.
+    // waiter thread unmounts, which ends `run`. Every signal tries again
+    // (a busy mount refuses; Ctrl-C once the files are closed unmounts).
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let handle = signals.handle();
     let target = mountpoint.to_path_buf();
     let waiter = std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
+        for sig in signals.forever() {
             log::info!("fscrypt-fuse: signal {sig}: unmounting");
             let result = if own_mount {
                 unmount(&target)
             } else {
                 unmounter.unmount().map_err(Error::Io)
             };
-            if let Err(e) = result {
-                log::error!("fscrypt-fuse: unmount failed: {e}");
+            match result {
+                Ok(()) => break,
+                Err(Error::Mount(reason)) => log::error!(
+                    "fscrypt-fuse: not unmounted: {reason}; press Ctrl-C again to retry \
+                     (or run `fscrypt-rs unmount {}`)",
+                    target.display()
+                ),
+                Err(e) => log::error!("fscrypt-fuse: not unmounted: {e}"),
             }
         }
     });
@@ -313,6 +356,8 @@ pub struct BackgroundMount {
     session: Option<fuser::BackgroundSession>,
     mountpoint: PathBuf,
     own_mount: bool,
+    /// Released after the session ends (field order: dropped last).
+    _lock: VaultLock,
 }
 
 impl BackgroundMount {
@@ -363,37 +408,63 @@ impl Drop for BackgroundMount {
 /// # Errors
 /// As [`mount`].
 pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
-    let (adapter, fc) = prepare(config, mountpoint)?;
+    let Prepared { adapter, fc, lock } = prepare(config, mountpoint)?;
     let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc)?;
     let session = session.spawn().map_err(Error::Io)?;
     Ok(BackgroundMount {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
         own_mount,
+        _lock: lock,
     })
 }
 
 /// Unmounts a vault mounted at `mountpoint` (as root with umount(2), else
-/// with `fusermount3 -u`).
+/// with `fusermount3 -u`). Works on a dead mount too (its daemon gone).
 ///
 /// # Errors
-/// [`Error::Mount`] with the reason when neither works.
+/// [`Error::Mount`] with the reason in one line: busy (naming the processes
+/// that keep it busy), not mounted, or fusermount3's own message.
 pub fn unmount(mountpoint: &Path) -> Result<()> {
-    if rustix::process::geteuid().is_root()
-        && rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()).is_ok()
-    {
+    if rustix::process::geteuid().is_root() {
+        match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::BUSY) => {
+                return Err(Error::Mount(busy::describe(mountpoint)));
+            }
+            Err(rustix::io::Errno::INVAL) => {
+                return Err(Error::Mount(format!(
+                    "{} is not a mount point",
+                    mountpoint.display()
+                )));
+            }
+            // Fall back to fusermount3 (e.g. a mount of another namespace).
+            Err(_) => {}
+        }
+    }
+    let bin = fusermount::find()
+        .map(|p| p.into_os_string())
+        .unwrap_or_else(|_| "fusermount3".into());
+    let out = std::process::Command::new(&bin)
+        .arg("-u")
+        .arg("--")
+        .arg(mountpoint)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::Mount(format!("running {}: {e}", bin.to_string_lossy())))?;
+    if out.status.success() {
         return Ok(());
     }
-    let out = std::process::Command::new("fusermount3")
-        .arg("-u")
-        .arg(mountpoint)
-        .output()
-        .map_err(|e| Error::Mount(format!("running fusermount3: {e}")))?;
-    if out.status.success() {
-        Ok(())
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reason = stderr.trim();
+    Err(Error::Mount(if reason.contains("busy") {
+        busy::describe(mountpoint)
+    } else if reason.contains("not found in /etc/mtab") {
+        format!(
+            "{} is not mounted by this user (fusermount3 unmounts only its caller's mounts)",
+            mountpoint.display()
+        )
     } else {
-        Err(Error::Mount(
-            String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        ))
-    }
+        reason.lines().next().unwrap_or(reason).to_owned()
+    }))
 }

@@ -9,31 +9,14 @@
 //!   an outside directory bind-mounted over a backing directory: never
 //!   entered (nothing read, created or deleted there).
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{TempDir, Vault, fuse_available};
-
-macro_rules! need_fuse {
-    () => {
-        if !fuse_available(module_path!()) {
-            return;
-        }
-    };
-}
-
-fn duration() -> Duration {
-    if std::env::var_os("FSCRYPT_RS_LONG_TESTS").is_some_and(|v| v == "1") {
-        Duration::from_secs(30)
-    } else {
-        Duration::from_secs(5)
-    }
-}
+use test_support::fuse::Vault;
+use test_support::{BindGuard, TempDir, need_fuse};
 
 /// The single user entry of a backing directory (not an internal name).
 fn only_entry(dir: &Path) -> PathBuf {
@@ -81,8 +64,7 @@ fn snapshot(p: &Path) -> Snapshot {
 
 /// Snapshot of every file below `dir` (names, and for files their state).
 fn tree(dir: &Path) -> Vec<(PathBuf, Snapshot)> {
-    let mut all = Vec::new();
-    common::walk(dir, &mut all);
+    let mut all = test_support::tree::walk(dir);
     all.sort();
     all.into_iter()
         .filter(|p| p.is_file())
@@ -114,7 +96,7 @@ fn swapped_entry_never_reaches_outside_file() {
     let changed = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
     let swaps = AtomicU64::new(0);
-    let end = Instant::now() + duration();
+    let end = Instant::now() + test_support::env::duration(5, 30);
     std::thread::scope(|s| {
         // The attacker: entry -> hold, symlink -> entry, ..., and back.
         s.spawn(|| {
@@ -253,14 +235,6 @@ fn directory_replaced_by_symlink_is_never_entered() {
         fs::read(v.p("d/x")).is_err(),
         "read through a planted symlink"
     );
-}
-
-/// Unmounts a bind mount on drop.
-struct BindGuard(PathBuf);
-impl Drop for BindGuard {
-    fn drop(&mut self) {
-        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
-    }
 }
 
 #[test]

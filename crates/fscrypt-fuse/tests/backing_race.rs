@@ -8,31 +8,14 @@
 //! a read is either exactly one version or garbage. 5 s per variant by
 //! default, 60 s with FSCRYPT_RS_LONG_TESTS=1.
 
-mod common;
-
 use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Vault, fuse_available};
-
-macro_rules! need_fuse {
-    () => {
-        if !fuse_available(module_path!()) {
-            return;
-        }
-    };
-}
-
-fn duration() -> Duration {
-    if std::env::var_os("FSCRYPT_RS_LONG_TESTS").is_some_and(|v| v == "1") {
-        Duration::from_secs(60)
-    } else {
-        Duration::from_secs(5)
-    }
-}
+use test_support::fuse::Vault;
+use test_support::need_fuse;
 
 /// Number of 8-byte words of version `v` (sizes differ per version and
 /// cross data-unit boundaries).
@@ -107,7 +90,7 @@ impl Counts {
 fn race(writer: impl Fn(u64) + Sync, reader: impl Fn(&Counts) + Sync) -> Counts {
     let counts = Counts::default();
     let stop = AtomicBool::new(false);
-    let end = Instant::now() + duration();
+    let end = Instant::now() + test_support::env::duration(5, 60);
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut v = 10;

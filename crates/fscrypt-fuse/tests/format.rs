@@ -4,14 +4,13 @@
 //! names are the base64url of the kernel's filename ciphertext; symlinks hold
 //! the kernel's `fscrypt_symlink_data`.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 
-use common::{Vault, fuse_available, master};
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams, nokey};
 use fscrypt_fuse::layout::{self, HEADER_SIZE, Header, HeaderKind};
+use test_support::fuse::{Vault, master, policy};
+use test_support::fuse_available;
 
 fn crypt_of(ctx: &[u8], kind: FileType, ino: u64) -> InodeCrypt {
     let c = Context::parse(ctx).expect("stored context parses");
@@ -33,7 +32,7 @@ fn backing_bytes_are_the_kernel_ciphertext() {
     if !fuse_available("backing_bytes_are_the_kernel_ciphertext") {
         return;
     }
-    check_policy(common::policy(), 4096);
+    check_policy(policy(), 4096);
 }
 
 #[test]
@@ -42,7 +41,7 @@ fn other_modes_paddings_and_data_unit_sizes() {
         return;
     }
     use fscrypt::{EncryptionMode, PolicyFlags};
-    let base = common::policy();
+    let base = policy();
     // Adiantum with DIRECT_KEY, PAD_16, 512-byte data units.
     let mut adiantum = base;
     adiantum.contents_mode = EncryptionMode::ADIANTUM;

@@ -5,13 +5,12 @@
 //! cached inode stays far below the old ~6.5 KB, and after
 //! `echo 2 > /proc/sys/vm/drop_caches` the table shrinks.
 
-mod common;
-
 use std::fs;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::{Vault, fuse_available};
+use test_support::fuse::Vault;
+use test_support::fuse_available;
 
 fn rss_bytes() -> u64 {
     let s = fs::read_to_string("/proc/self/status").unwrap();
@@ -25,11 +24,7 @@ fn cached_inodes_are_small_and_forgotten() {
     if !fuse_available(module_path!()) {
         return;
     }
-    let n: usize = if std::env::var_os("FSCRYPT_RS_LONG_TESTS").is_some_and(|v| v == "1") {
-        100_000
-    } else {
-        20_000
-    };
+    let n: usize = test_support::env::short_or_long(20_000, 100_000);
     let v = Vault::new("memory");
     fs::create_dir(v.p("d")).unwrap();
     let live0 = fscrypt_fuse::live_inodes();

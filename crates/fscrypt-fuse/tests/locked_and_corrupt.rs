@@ -1,22 +1,14 @@
 //! Real-mount tests of the locked mount (issue 5 §5: no-key names, ENOKEY)
 //! and of robustness against corrupt backing content (issue 5 §6).
 
-mod common;
-
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use common::{Vault, fuse_available};
-
-macro_rules! need_fuse {
-    () => {
-        if !fuse_available(module_path!()) {
-            return;
-        }
-    };
-}
+use test_support::bytes::XorShift;
+use test_support::fuse::Vault;
+use test_support::{is_mounted, need_fuse};
 
 #[track_caller]
 fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> Option<i32> {
@@ -205,26 +197,11 @@ fn corrupt_backing_objects_give_eio_and_the_mount_stays_up() {
     fs::remove_file(v.p("c-bad-length")).unwrap();
 }
 
-/// Collects log records of this process (the mount runs in a thread of it).
-struct Collect(std::sync::Mutex<Vec<String>>);
-impl log::Log for Collect {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if let Ok(mut v) = self.0.lock() {
-            v.push(r.args().to_string());
-        }
-    }
-    fn flush(&self) {}
-}
-static LOGS: Collect = Collect(std::sync::Mutex::new(Vec::new()));
-
 #[test]
 fn corruption_is_logged_with_the_backing_path() {
     need_fuse!();
-    let _ = log::set_logger(&LOGS);
-    log::set_max_level(log::LevelFilter::Error);
+    // The mount runs in a thread of this process: its records land here.
+    test_support::logs::capture(log::LevelFilter::Error);
     let mut v = Vault::new("corrupt-log");
     fs::write(v.p("victim"), b"data").unwrap();
     let b = backing_entries(v.backing.path());
@@ -238,7 +215,7 @@ fn corruption_is_logged_with_the_backing_path() {
         fs::read(v.p("victim")).unwrap_err().raw_os_error(),
         Some(libc::EIO)
     );
-    let logs = LOGS.0.lock().unwrap().clone();
+    let logs = test_support::logs::captured();
     let want = b[0].display().to_string();
     assert!(
         logs.iter().any(|l| l.contains(&want)),
@@ -246,16 +223,9 @@ fn corruption_is_logged_with_the_backing_path() {
     );
 }
 
-/// Deterministic pseudo-random bytes (xorshift), no dependency needed.
-fn garbage(seed: &mut u64, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            *seed as u8
-        })
-        .collect()
+/// Deterministic pseudo-random bytes.
+fn garbage(seed: &mut XorShift, n: usize) -> Vec<u8> {
+    (0..n).map(|_| seed.next_u64() as u8).collect()
 }
 
 #[test]
@@ -268,9 +238,8 @@ fn garbage_in_the_backing_store_never_brings_the_mount_down() {
     }
     std::os::unix::fs::symlink("x", v.p("a/s")).unwrap();
     v.mount.take().unwrap().unmount().unwrap();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut all = Vec::new();
-    common::walk(v.backing.path(), &mut all);
+    let mut seed = XorShift(0x9e37_79b9_7f4a_7c15);
+    let all = test_support::tree::walk(v.backing.path());
     // The root's context must stay (without it the vault does not mount).
     let root_meta = v.backing.path().join("fscrypt.dir");
     for (k, p) in all.iter().enumerate() {
@@ -295,8 +264,7 @@ fn garbage_in_the_backing_store_never_brings_the_mount_down() {
     fs::create_dir(v.backing.path().join("QkJCQkJCQkJCQkJCQkJCQkJC")).unwrap();
     v.remount(true);
     // Touch everything; errors are fine, a dead mount is not.
-    let mut seen = Vec::new();
-    common::walk(v.mnt.path(), &mut seen);
+    let seen = test_support::tree::walk(v.mnt.path());
     for p in &seen {
         let _ = fs::symlink_metadata(p);
         let _ = fs::read(p);
@@ -307,7 +275,7 @@ fn garbage_in_the_backing_store_never_brings_the_mount_down() {
         let _ = fs::read(v.p(name));
         let _ = fs::write(v.p(name), b"overwrite");
     }
-    assert!(common::is_mounted(v.mnt.path()));
+    assert!(is_mounted(v.mnt.path()));
     fs::write(v.p("fresh"), b"alive").unwrap();
     assert_eq!(fs::read(v.p("fresh")).unwrap(), b"alive");
 }

@@ -3,15 +3,14 @@
 //! version 1), longer ones go to the symlink store (`fscrypt.symlinks/`,
 //! `docs/vault-format.md` §6); 4096 bytes give ENAMETOOLONG.
 
-mod common;
-
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use common::{Vault, fuse_available};
+use test_support::fuse::Vault;
+use test_support::fuse_available;
 
 fn target(len: usize) -> Vec<u8> {
     (0..len).map(|i| b"abcdefgh/xyz"[i % 12]).collect()

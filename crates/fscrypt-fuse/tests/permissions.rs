@@ -4,28 +4,17 @@
 //! mode bits forbid, a setuid-root program on the mount does not run as
 //! root, and device nodes on it do not open.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::{TempDir, fuse_available, is_mounted};
+use test_support::fuse::{mount_config, mount_live, policy};
+use test_support::{TempDir, fuse_available};
 
 /// Runs `sh -c script` as uid/gid 65534 with no supplementary groups; `$1`
 /// is `arg`.
 fn as_nobody(script: &str, arg: &Path) -> Output {
-    Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            "/bin/sh",
-            "-c",
-            script,
-            "sh",
-        ])
+    test_support::users::nobody_sh(script)
         .arg(arg)
         .output()
         .expect("run setpriv")
@@ -59,28 +48,20 @@ fn other_users_cannot_get_past_the_mode_bits() {
     if !fuse_available("other_users_cannot_get_past_the_mode_bits") {
         return;
     }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED other_users_cannot_get_past_the_mode_bits: setpriv is missing");
+    if !test_support::skip::setpriv_available("other_users_cannot_get_past_the_mode_bits") {
         return;
     }
     let backing = TempDir::new("perm-backing");
     let mnt = TempDir::new("perm-mnt");
     // Every parent of the mount point must be traversable by uid 65534.
     std::fs::set_permissions(mnt.path(), PermissionsExt::from_mode(0o755)).unwrap();
-    let policy = common::policy();
+    let policy = policy();
     fscrypt_fuse::create_root(backing.path(), &policy).expect("create_root");
     // The README's fstab line: allow_other, nothing else.
-    let mut config = common::mount_config(backing.path(), policy, true);
+    let mut config = mount_config(backing.path(), policy, true);
     config.suid = false;
     config.dev = false;
-    let mount = fscrypt_fuse::mount_background(config, mnt.path()).expect("mount");
-    for _ in 0..500 {
-        if is_mounted(mnt.path()) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert!(is_mounted(mnt.path()), "mount did not appear");
+    let mount = mount_live(config, mnt.path());
     let m = mnt.path();
     let mut f = Vec::new();
     std::fs::set_permissions(m, PermissionsExt::from_mode(0o755)).unwrap();

@@ -3,12 +3,11 @@
 //! `allow_other` and `default_permissions`, and fails on any failure that is
 //! not listed, with its reason, in docs/vault-format.md ("pjdfstest" section).
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Vault, fuse_available};
+use test_support::fuse::Vault;
+use test_support::{TempDir, fuse_available};
 
 fn pjdfstest_bin() -> Option<PathBuf> {
     let mut cands = vec![PathBuf::from("pjdfstest")];
@@ -54,7 +53,7 @@ fn pjdfstest_suite() {
         "/tests/pjdfstest/pjdfstest.toml"
     );
     // A second, distinct filesystem for the EXDEV cases.
-    let secondary = common::TempDir::new("pjdfstest-secondary");
+    let secondary = TempDir::new("pjdfstest-secondary");
     let out = Command::new(&bin)
         .arg("-c")
         .arg(cfg)

@@ -2,21 +2,12 @@
 //! FUSE in a background thread of the test process and use std::fs / raw
 //! system calls. Skipped loudly without root, /dev/fuse or fusermount3.
 
-mod common;
-
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 
-use common::{Vault, fuse_available};
-
-macro_rules! need_fuse {
-    () => {
-        if !fuse_available(module_path!()) {
-            return;
-        }
-    };
-}
+use test_support::fuse::Vault;
+use test_support::need_fuse;
 
 #[test]
 fn create_write_read_list_stat() {
@@ -191,8 +182,7 @@ fn sparse_writes_and_holes_stay_holes() {
         "two data units"
     );
     // The backing file stores only its header: no data unit is allocated.
-    let mut files = Vec::new();
-    common::walk(v.backing.path(), &mut files);
+    let files = test_support::tree::walk(v.backing.path());
     let mut checked = 0;
     for b in files {
         let m = fs::symlink_metadata(&b).unwrap();
@@ -296,8 +286,7 @@ fn no_plaintext_in_backing_store() {
         v.p(&format!("ln-{name_marker}")),
     )
     .unwrap();
-    let mut files = Vec::new();
-    common::walk(v.backing.path(), &mut files);
+    let files = test_support::tree::walk(v.backing.path());
     assert!(files.len() >= 3);
     for f in files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
@@ -581,32 +570,17 @@ fn readdir_of_100000_entries() {
 #[test]
 fn unprivileged_write_and_truncate_clear_setuid() {
     need_fuse!();
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "SKIPPED unprivileged_write_and_truncate_clear_setuid: setpriv (util-linux) missing"
-        );
+    if !test_support::skip::setpriv_available("unprivileged_write_and_truncate_clear_setuid") {
         return;
     }
     let v = Vault::new("suid");
     fs::set_permissions(v.mnt.path(), fs::Permissions::from_mode(0o777)).unwrap();
-    for (name, cmd) in [("w", "printf x >> \"$0\""), ("t", "truncate -s 10 \"$0\"")] {
+    for (name, cmd) in [("w", "printf x >> \"$1\""), ("t", "truncate -s 10 \"$1\"")] {
         let p = v.p(name);
         fs::write(&p, b"data").unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
         assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, 0o6777);
-        let st = std::process::Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-                cmd,
-            ])
+        let st = test_support::users::nobody_sh(cmd)
             .arg(&p)
             .status()
             .unwrap();

@@ -1,12 +1,11 @@
 //! `EncryptedFs` driven directly, without FUSE or root: data-unit arithmetic,
 //! read-modify-write, truncation, names, and the locked (no-key) view.
 
-mod common;
-
 use std::ffi::OsStr;
 
-use common::{TempDir, master, policy};
 use fscrypt_fuse::{Caller, EncryptedFs, Error, FsOptions, Kind, ROOT, SetAttr};
+use test_support::TempDir;
+use test_support::fuse::{master, policy};
 
 const ME: Caller = Caller { uid: 0, gid: 0 };
 

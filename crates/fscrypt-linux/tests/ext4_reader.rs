@@ -7,25 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fscrypt_linux::ext4::{Ext4, InodeKind};
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use test_support::TempDir;
+use test_support::bytes::XorShift;
+use test_support::skip::tool_available;
 
 fn make_image(block: u32, extents: bool) -> Option<(TempDir, PathBuf)> {
-    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
-        eprintln!("\n*** SKIPPING ext4 reader test: mkfs.ext4 not found (install e2fsprogs) ***\n");
+    if !tool_available("ext4 reader test", "mkfs.ext4", &["-V"], "e2fsprogs") {
         return None;
     }
-    let dir = TempDir(std::env::temp_dir().join(format!(
-        "fscrypt-rs-ext4-{}-{block}-{extents}",
-        std::process::id()
-    )));
-    let src = dir.0.join("src");
+    let dir = TempDir::new(&format!("ext4-{block}-{extents}"));
+    let src = dir.join("src");
     std::fs::create_dir_all(src.join("big_dir")).expect("mkdir");
     for i in 0..300 {
         // Long names force an htree directory.
@@ -43,7 +34,7 @@ fn make_image(block: u32, extents: bool) -> Option<(TempDir, PathBuf)> {
     .expect("write");
     std::os::unix::fs::symlink("short", src.join("fast")).expect("symlink");
     std::os::unix::fs::symlink("l".repeat(300), src.join("slow")).expect("symlink");
-    let image = dir.0.join("image");
+    let image = dir.join("image");
     std::fs::File::create(&image)
         .expect("create")
         .set_len(8 << 20)
@@ -54,15 +45,7 @@ fn make_image(block: u32, extents: bool) -> Option<(TempDir, PathBuf)> {
         args.extend(["-O", "^extent,^64bit"]);
     }
     args.push(image.to_str().expect("utf-8"));
-    let out = Command::new("mkfs.ext4")
-        .args(&args)
-        .output()
-        .expect("mkfs");
-    assert!(
-        out.status.success(),
-        "mkfs: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    test_support::run::succeed(Command::new("mkfs.ext4").args(&args));
     Some((dir, image))
 }
 
@@ -141,13 +124,8 @@ fn fuzz(image: &Path, seed: u64) {
         .open(image)
         .expect("open");
     let len = 512 * 1024u64; // metadata lives near the start of a small image
-    let mut x = seed | 1;
-    let mut rnd = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut x = XorShift(seed | 1);
+    let mut rnd = || x.next_u64();
     for _ in 0..200 {
         let mut saved = Vec::new();
         for _ in 0..8 {

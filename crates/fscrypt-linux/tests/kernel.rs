@@ -14,34 +14,15 @@ use fscrypt::{
 };
 use fscrypt_linux::ext4::Ext4;
 use fscrypt_linux::keyring::{self, KeyPresence, KeySpec, RemovalOutcome};
-use fscrypt_linux::loopfs::LoopExt4;
 use fscrypt_linux::verify::{self, Outcome};
 use fscrypt_linux::{Error, policy};
-
-const MKFS_4K: &[&str] = &["-b", "4096", "-O", "encrypt,stable_inodes"];
-
-fn scratch(test: &str, size_mib: u64, mkfs: &[&str]) -> Option<LoopExt4> {
-    if let Some(why) = LoopExt4::unavailable_reason() {
-        eprintln!("\n*** SKIPPING kernel test {test}: {why} ***\n");
-        return None;
-    }
-    match LoopExt4::create(size_mib, mkfs, "") {
-        Ok(fs) => Some(fs),
-        Err(e) => panic!("{test}: cannot create a scratch ext4: {e}"),
-    }
-}
+use test_support::bytes::XorShift;
+use test_support::loopdev::{MKFS_4K, flip_byte, physical_block, scratch_ext4};
 
 /// Deterministic bytes (no RNG dependency).
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    let mut x = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    (0..len).map(|_| (x.next_u64() >> 24) as u8).collect()
 }
 
 fn name_of_len(len: usize, seed: u64) -> String {
@@ -58,7 +39,7 @@ fn master_key_bytes(seed: u64) -> Vec<u8> {
 
 #[test]
 fn kernel_key_identifiers_match() {
-    let Some(fs) = scratch("kernel_key_identifiers_match", 16, MKFS_4K) else {
+    let Some(fs) = scratch_ext4("kernel_key_identifiers_match", 16, MKFS_4K) else {
         return;
     };
     let mnt = fs.mount_point();
@@ -120,7 +101,7 @@ fn kernel_key_identifiers_match() {
 
 #[test]
 fn kernel_policy_round_trips_and_refusals() {
-    let Some(fs) = scratch("kernel_policy_round_trips_and_refusals", 32, MKFS_4K) else {
+    let Some(fs) = scratch_ext4("kernel_policy_round_trips_and_refusals", 32, MKFS_4K) else {
         return;
     };
     let mnt = fs.mount_point();
@@ -268,7 +249,8 @@ fn kernel_policy_round_trips_and_refusals() {
 
     // A filesystem without the encrypt feature.
     drop(fs);
-    let Some(plain) = scratch("kernel_policy (no encrypt feature)", 16, &["-b", "4096"]) else {
+    let Some(plain) = scratch_ext4("kernel_policy (no encrypt feature)", 16, &["-b", "4096"])
+    else {
         return;
     };
     let d = plain.mount_point().join("d");
@@ -280,7 +262,7 @@ fn kernel_policy_round_trips_and_refusals() {
 
 #[test]
 fn kernel_remove_key_with_open_file() {
-    let Some(fs) = scratch("kernel_remove_key_with_open_file", 16, MKFS_4K) else {
+    let Some(fs) = scratch_ext4("kernel_remove_key_with_open_file", 16, MKFS_4K) else {
         return;
     };
     let mnt = fs.mount_point();
@@ -445,7 +427,7 @@ fn policy_for(
 /// Runs every configuration on one image; returns the number of
 /// comparisons (objects verified ok).
 fn compare_on_image(test: &str, mkfs: &[&str], block: usize, configs: &[Config]) -> u64 {
-    let Some(fs) = scratch(test, 96, mkfs) else {
+    let Some(fs) = scratch_ext4(test, 96, mkfs) else {
         return 0;
     };
     let mnt = fs.mount_point();
@@ -720,36 +702,9 @@ fn kernel_comparison_1k_blocks() {
     eprintln!("kernel_comparison_1k_blocks: total kernel comparisons = {n}");
 }
 
-/// Physical block holding logical block `lblk` of the file at `path`.
-fn physical_block(dev: &Path, path: &Path, lblk: u64) -> u64 {
-    let ino = std::fs::metadata(path).expect("stat").ino();
-    let disk = Ext4::open(dev).expect("open");
-    let inode = disk.read_inode(ino as u32).expect("inode");
-    let ext = disk.extents(&inode).expect("extents");
-    let e = ext
-        .iter()
-        .find(|e| e.logical <= lblk && lblk < e.logical + u64::from(e.len))
-        .expect("mapped");
-    e.physical + (lblk - e.logical)
-}
-
-fn flip_byte(dev: &Path, off: u64) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dev)
-        .expect("open dev");
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, off).expect("read");
-    b[0] ^= 0x5a;
-    f.write_all_at(&b, off).expect("corrupt");
-    f.sync_all().expect("sync");
-}
-
 #[test]
 fn kernel_verify_detects_corruption() {
-    let Some(mut fs) = scratch("kernel_verify_detects_corruption", 16, MKFS_4K) else {
+    let Some(mut fs) = scratch_ext4("kernel_verify_detects_corruption", 16, MKFS_4K) else {
         return;
     };
     let raw = master_key_bytes(4);
@@ -770,7 +725,7 @@ fn kernel_verify_detects_corruption() {
     //    Corrupt block 1 of "b" under the mounted filesystem.
     let _ = std::fs::read(&victim).expect("plaintext cached");
     let block = physical_block(fs.device(), &victim, 1);
-    flip_byte(fs.device(), block * 4096 + 100);
+    flip_byte(fs.device(), block * 4096 + 100, 0x5a);
     let mut mismatches = Vec::new();
     let s = verify::verify_tree(&top, &master, |r| {
         if let Outcome::Mismatch { offset, .. } = &r.outcome {
@@ -789,7 +744,7 @@ fn kernel_verify_detects_corruption() {
     //    decrypts the corrupted block itself, so only a record of the
     //    plaintext made while the image was good can tell. Record it,
     //    corrupt "c" offline, remount and check against the record.
-    flip_byte(fs.device(), block * 4096 + 100); // undo 1.
+    flip_byte(fs.device(), block * 4096 + 100, 0x5a); // undo 1.
     let mut manifest = verify::Manifest::default();
     let s = verify::verify_tree_with(
         &top,
@@ -805,7 +760,7 @@ fn kernel_verify_detects_corruption() {
     let victim2 = top.join("c");
     let block2 = physical_block(fs.device(), &victim2, 2);
     fs.unmount().expect("umount");
-    flip_byte(fs.device(), block2 * 4096 + 7);
+    flip_byte(fs.device(), block2 * 4096 + 7, 0x5a);
     fs.mount().expect("remount");
     keyring::add_key_v2(fs.mount_point(), &raw).expect("re-add key");
     let mut mismatches = Vec::new();

@@ -521,11 +521,9 @@ mod tests {
 
     #[test]
     fn atomic_write_is_0600_and_never_overwrites() {
-        let dir =
-            std::env::temp_dir().join(format!("fscrypt-rs-config-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let t = test_support::TempDir::new("config-test");
+        let dir = t.path().to_path_buf();
         let path = dir.join(CONFIG_NAME);
-        let _ = std::fs::remove_file(&path);
         write_new_atomic(&dir, CONFIG_NAME, b"first").unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);

@@ -62,9 +62,8 @@ mod tests {
 
     #[test]
     fn root_metadata_file_once() {
-        let dir = std::env::temp_dir().join(format!("fscrypt-vault-root-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let t = test_support::TempDir::new("vault-root");
+        let dir = t.path().to_path_buf();
         let policy = PolicyV2::new_default(fscrypt::KeyIdentifier([7; 16]));
         create_root(&dir, &policy).unwrap();
         let bytes = std::fs::read(dir.join(DIR_META_NAME)).unwrap();

@@ -1,6 +1,6 @@
 //! Vault tests without mounting: init, open, unlock, tampering.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fscrypt::EncryptionMode;
 use fscrypt_crypto::SecretBuf;
@@ -9,30 +9,13 @@ use crate::config::{self, CONFIG_NAME, ConfigError, ConfigRecord, ProtectorRecor
 use crate::protector::{self, MASTER_KEY_SIZE, SALT_SIZE};
 use crate::wrap;
 use crate::*;
+use test_support::TempDir;
 
 const CHEAP: Argon2Params = Argon2Params {
     m_cost_kib: 64,
     t_cost: 1,
     p_cost: 1,
 };
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        protector::random_bytes(&mut rnd).unwrap();
-        let p = std::env::temp_dir().join(format!("fscrypt-vault-{tag}-{}", hex::encode(rnd)));
-        std::fs::create_dir(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn opts(pass: Option<&[u8]>, key: Option<&[u8]>) -> InitOptions {
     InitOptions {
@@ -46,14 +29,14 @@ fn opts(pass: Option<&[u8]>, key: Option<&[u8]>) -> InitOptions {
 #[test]
 fn init_open_unlock_both_protectors() {
     let t = TempDir::new("both");
-    let report = Vault::init(&t.0, &opts(Some(b"pass phrase"), Some(&[3u8; 32]))).unwrap();
+    let report = Vault::init(t.path(), &opts(Some(b"pass phrase"), Some(&[3u8; 32]))).unwrap();
     assert_eq!(report.argon2.unwrap().0, CHEAP);
     assert_eq!(report.policy.master_key_identifier, report.key_identifier);
     assert_eq!(report.policy.contents_mode, EncryptionMode::AES_256_XTS);
     assert_eq!(report.policy.filenames_mode, EncryptionMode::AES_256_CTS);
     assert_eq!(report.policy.flags.padding(), 32);
 
-    let vault = Vault::open(&t.0).unwrap();
+    let vault = Vault::open(t.path()).unwrap();
     assert!(vault.has_passphrase() && vault.has_key_file());
     assert_eq!(vault.key_identifier(), report.key_identifier);
     assert_eq!(*vault.policy(), report.policy);
@@ -85,8 +68,8 @@ fn init_open_unlock_both_protectors() {
 #[test]
 fn protector_kinds_are_separate() {
     let t = TempDir::new("kinds");
-    Vault::init(&t.0, &opts(None, Some(&[1u8; 64]))).unwrap();
-    let vault = Vault::open(&t.0).unwrap();
+    Vault::init(t.path(), &opts(None, Some(&[1u8; 64]))).unwrap();
+    let vault = Vault::open(t.path()).unwrap();
     assert!(matches!(
         vault.unlock_with_passphrase(b"x"),
         Err(Error::NoSuchProtector("passphrase"))
@@ -98,7 +81,7 @@ fn protector_kinds_are_separate() {
 fn init_refusals_leave_nothing_behind() {
     let t = TempDir::new("refuse");
     assert!(matches!(
-        Vault::init(&t.0, &opts(None, None)),
+        Vault::init(t.path(), &opts(None, None)),
         Err(Error::NoProtector)
     ));
     for (lblk64, lblk32) in [(true, false), (false, true)] {
@@ -108,7 +91,7 @@ fn init_refusals_leave_nothing_behind() {
             ..opts(None, Some(&[1; 32]))
         };
         assert!(matches!(
-            Vault::init(&t.0, &o),
+            Vault::init(t.path(), &o),
             Err(Error::InodeNumberFlags)
         ));
     }
@@ -116,26 +99,26 @@ fn init_refusals_leave_nothing_behind() {
         padding: 12,
         ..opts(None, Some(&[1; 32]))
     };
-    assert!(matches!(Vault::init(&t.0, &o), Err(Error::Padding(12))));
+    assert!(matches!(Vault::init(t.path(), &o), Err(Error::Padding(12))));
     let o = InitOptions {
         direct_key: true,
         ..opts(None, Some(&[1; 32]))
     };
-    assert!(matches!(Vault::init(&t.0, &o), Err(Error::Policy(_))));
+    assert!(matches!(Vault::init(t.path(), &o), Err(Error::Policy(_))));
     let o = InitOptions {
         log2_data_unit_size: 13,
         ..opts(None, Some(&[1; 32]))
     };
-    assert!(matches!(Vault::init(&t.0, &o), Err(Error::Policy(_))));
+    assert!(matches!(Vault::init(t.path(), &o), Err(Error::Policy(_))));
     assert!(matches!(
-        Vault::init(&t.0, &opts(None, Some(&[1; 16]))),
+        Vault::init(t.path(), &opts(None, Some(&[1; 16]))),
         Err(Error::Protector(ProtectorError::KeyFileSize(16)))
     ));
     assert!(matches!(
-        Vault::init(&t.0, &opts(Some(b""), None)),
+        Vault::init(t.path(), &opts(Some(b""), None)),
         Err(Error::Protector(ProtectorError::EmptyPassphrase))
     ));
-    assert_eq!(std::fs::read_dir(&t.0).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0);
 
     // Adiantum + DIRECT_KEY with 512-byte data units is a valid vault.
     let o = InitOptions {
@@ -145,13 +128,16 @@ fn init_refusals_leave_nothing_behind() {
         log2_data_unit_size: 9,
         ..opts(None, Some(&[1; 32]))
     };
-    let r = Vault::init(&t.0, &o).unwrap();
+    let r = Vault::init(t.path(), &o).unwrap();
     assert!(r.policy.flags.direct_key());
-    assert_eq!(Vault::open(&t.0).unwrap().policy().log2_data_unit_size, 9);
+    assert_eq!(
+        Vault::open(t.path()).unwrap().policy().log2_data_unit_size,
+        9
+    );
 
     // Now it is a vault: never initialised again.
     assert!(matches!(
-        Vault::init(&t.0, &opts(None, Some(&[1; 32]))),
+        Vault::init(t.path(), &opts(None, Some(&[1; 32]))),
         Err(Error::AlreadyInitialized(_))
     ));
 }
@@ -159,12 +145,15 @@ fn init_refusals_leave_nothing_behind() {
 #[test]
 fn open_errors() {
     let t = TempDir::new("open");
-    assert!(matches!(Vault::open(&t.0), Err(Error::NotAVault(_))));
-    std::fs::write(t.0.join(CONFIG_NAME), b"{}").unwrap();
-    assert!(matches!(Vault::open(&t.0), Err(Error::BadConfig { .. })));
-    std::fs::write(t.0.join(CONFIG_NAME), vec![b' '; 70_000]).unwrap();
+    assert!(matches!(Vault::open(t.path()), Err(Error::NotAVault(_))));
+    std::fs::write(t.join(CONFIG_NAME), b"{}").unwrap();
     assert!(matches!(
-        Vault::open(&t.0),
+        Vault::open(t.path()),
+        Err(Error::BadConfig { .. })
+    ));
+    std::fs::write(t.join(CONFIG_NAME), vec![b' '; 70_000]).unwrap();
+    assert!(matches!(
+        Vault::open(t.path()),
         Err(Error::BadConfig {
             source: ConfigError::TooLarge,
             ..
@@ -183,33 +172,36 @@ fn edit_config(dir: &Path, f: impl FnOnce(&mut ConfigRecord)) {
 fn tampering_is_detected() {
     let t = TempDir::new("tamper");
     let key = [9u8; 64];
-    Vault::init(&t.0, &opts(None, Some(&key))).unwrap();
-    let original = std::fs::read(Vault::config_path(&t.0)).unwrap();
+    Vault::init(t.path(), &opts(None, Some(&key))).unwrap();
+    let original = std::fs::read(Vault::config_path(t.path())).unwrap();
 
     // Policy edited (still valid): the associated data no longer matches.
-    edit_config(&t.0, |r| r.policy.flags = 2);
+    edit_config(t.path(), |r| r.policy.flags = 2);
     assert!(matches!(
-        Vault::open(&t.0).unwrap().unlock_with_key_file(&key),
+        Vault::open(t.path()).unwrap().unlock_with_key_file(&key),
         Err(Error::WrongKeyFile)
     ));
 
     // IV_INO_LBLK flags in a stored policy are refused on open.
-    std::fs::write(Vault::config_path(&t.0), &original).unwrap();
-    edit_config(&t.0, |r| r.policy.flags = 3 | 8);
-    assert!(matches!(Vault::open(&t.0), Err(Error::InodeNumberFlags)));
+    std::fs::write(Vault::config_path(t.path()), &original).unwrap();
+    edit_config(t.path(), |r| r.policy.flags = 3 | 8);
+    assert!(matches!(
+        Vault::open(t.path()),
+        Err(Error::InodeNumberFlags)
+    ));
 
     // An invalid mode pair is refused on open.
-    std::fs::write(Vault::config_path(&t.0), &original).unwrap();
-    edit_config(&t.0, |r| r.policy.filenames_mode = 1);
+    std::fs::write(Vault::config_path(t.path()), &original).unwrap();
+    edit_config(t.path(), |r| r.policy.filenames_mode = 1);
     assert!(matches!(
-        Vault::open(&t.0),
+        Vault::open(t.path()),
         Err(Error::BadStoredPolicy { .. })
     ));
 
     // A wrapped key that authenticates but holds another master key (as a
     // forger with the key file could make): the identifier check catches it.
-    std::fs::write(Vault::config_path(&t.0), &original).unwrap();
-    edit_config(&t.0, |r| {
+    std::fs::write(Vault::config_path(t.path()), &original).unwrap();
+    edit_config(t.path(), |r| {
         let ad = wrap::associated_data(config::KIND_KEY_FILE, &r.policy.to_uapi_bytes());
         let salt = [5u8; SALT_SIZE];
         let wrapping = protector::key_file_wrapping_key(&key, &salt).unwrap();
@@ -221,7 +213,7 @@ fn tampering_is_detected() {
         }];
     });
     assert!(matches!(
-        Vault::open(&t.0).unwrap().unlock_with_key_file(&key),
+        Vault::open(t.path()).unwrap().unlock_with_key_file(&key),
         Err(Error::IdentifierMismatch { .. })
     ));
 }
@@ -231,9 +223,9 @@ fn every_single_byte_corruption_of_the_config_is_an_error_or_harmless() {
     let t = TempDir::new("mutate");
     let key = [0x17u8; 32];
     let pass = b"mutation";
-    let report = Vault::init(&t.0, &opts(Some(pass), Some(&key))).unwrap();
-    let good = std::fs::read(Vault::config_path(&t.0)).unwrap();
-    let path = Vault::config_path(&t.0);
+    let report = Vault::init(t.path(), &opts(Some(pass), Some(&key))).unwrap();
+    let good = std::fs::read(Vault::config_path(t.path())).unwrap();
+    let path = Vault::config_path(t.path());
     let (mut parsed, mut unlocked) = (0usize, 0usize);
     for i in 0..good.len() {
         let mut variants = Vec::new();
@@ -248,7 +240,7 @@ fn every_single_byte_corruption_of_the_config_is_an_error_or_harmless() {
         variants.push(deleted);
         for bytes in variants {
             // Never a panic; when it opens and unlocks, it is the same key.
-            let Ok(vault) = Vault::from_config_bytes(&t.0, path.clone(), &bytes) else {
+            let Ok(vault) = Vault::from_config_bytes(t.path(), path.clone(), &bytes) else {
                 continue;
             };
             parsed += 1;

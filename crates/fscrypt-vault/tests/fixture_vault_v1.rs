@@ -8,17 +8,13 @@
 use fscrypt::{Context, EncryptionMode};
 use fscrypt_vault::layout::{self, EntryName, Header, HeaderKind};
 use fscrypt_vault::{Error, Vault};
+use test_support::fixture::fixtures_dir;
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/vault-v1");
-const KEY_FILE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/fixtures/vault-v1.key"
-);
 const PASSPHRASE: &[u8] = b"fscrypt-rs vault-v1 fixture";
 
 #[test]
 fn fixture_opens_and_unlocks_with_both_protectors() {
-    let vault = Vault::open(FIXTURE.as_ref()).unwrap();
+    let vault = Vault::open(&fixtures_dir().join("vault-v1")).unwrap();
     assert!(vault.has_passphrase() && vault.has_key_file());
     assert_eq!(
         vault.key_identifier().to_string(),
@@ -27,7 +23,7 @@ fn fixture_opens_and_unlocks_with_both_protectors() {
     assert_eq!(vault.policy().contents_mode, EncryptionMode::AES_256_XTS);
     assert_eq!(vault.policy().filenames_mode, EncryptionMode::AES_256_CTS);
 
-    let key = std::fs::read(KEY_FILE).unwrap();
+    let key = std::fs::read(fixtures_dir().join("vault-v1.key")).unwrap();
     let by_file = vault.unlock_with_key_file(&key).unwrap();
     let by_pass = vault.unlock_with_passphrase(PASSPHRASE).unwrap();
     assert_eq!(by_file.as_bytes(), by_pass.as_bytes());
@@ -42,15 +38,15 @@ fn fixture_opens_and_unlocks_with_both_protectors() {
 
 #[test]
 fn fixture_root_and_names_follow_the_layout() {
-    let vault = Vault::open(FIXTURE.as_ref()).unwrap();
-    let meta = std::fs::read(format!("{FIXTURE}/{}", layout::DIR_META_NAME)).unwrap();
+    let vault = Vault::open(&fixtures_dir().join("vault-v1")).unwrap();
+    let meta = std::fs::read(fixtures_dir().join("vault-v1").join(layout::DIR_META_NAME)).unwrap();
     let header = Header::parse(&meta, HeaderKind::Directory).unwrap();
     match Context::parse(&header.context).unwrap() {
         Context::V2(c) => assert_eq!(c.policy, *vault.policy()),
         other => panic!("root context is not v2: {other:?}"),
     }
     let mut short = 0;
-    for entry in std::fs::read_dir(FIXTURE).unwrap() {
+    for entry in std::fs::read_dir(fixtures_dir().join("vault-v1")).unwrap() {
         let name = entry.unwrap().file_name();
         match layout::classify(name.as_encoded_bytes()) {
             EntryName::Short(ct) => {

@@ -4,8 +4,6 @@
 //! The vectors directory is `$FSCRYPT_VECTORS_DIR`, or the repository's own
 //! `testdata/vectors` (a copy of the agreed set; see its README).
 
-use std::path::PathBuf;
-
 use fscrypt::crypt_util::{CryptUtilParams, Kdf, UnitCrypter, cipher_by_name};
 use fscrypt::nokey::{self, NoKeyName, legacy};
 use fscrypt::{
@@ -15,25 +13,8 @@ use fscrypt::{
 };
 use serde_json::Value;
 
-fn vectors_dir() -> PathBuf {
-    match std::env::var_os("FSCRYPT_VECTORS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../testdata/vectors"
-        )),
-    }
-}
-
 fn load() -> Value {
-    let path = vectors_dir().join("fscrypt_format_vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {} (set FSCRYPT_VECTORS_DIR): {e}",
-            path.display()
-        )
-    });
-    serde_json::from_str(&text).expect("fscrypt_format_vectors.json is valid JSON")
+    test_support::vectors::load("fscrypt_format_vectors.json")
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {

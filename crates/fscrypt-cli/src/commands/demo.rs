@@ -228,12 +228,13 @@ fn run(args: Args, interrupted: &AtomicBool) -> anyhow::Result<ExitCode> {
         "    {files} files, {dirs} directories, {links} symlinks, {:.1} MiB in {secs:.2} s ({:.1} MiB/s){}",
         bytes as f64 / 1048576.0,
         bytes as f64 / 1048576.0 / secs.max(1e-3),
-        if skipped > 0 {
-            format!("; {skipped} entries left out (size limits, special files)")
+        if skipped.total() > 0 {
+            format!("; {} entries left out:", skipped.total())
         } else {
             String::new()
         }
     );
+    print!("{}", skipped.report(&args));
 
     step(
         4,
@@ -421,26 +422,92 @@ fn find_by_ino(dir: &Path, ino: u64) -> Option<PathBuf> {
     None
 }
 
+/// Why an entry of the source tree was not copied.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum SkipReason {
+    /// A regular file over [`MAX_FILE`].
+    TooLarge,
+    /// `--max-files` reached.
+    MaxFiles,
+    /// `--max-mib` reached.
+    MaxBytes,
+    /// A device, FIFO or socket.
+    Special,
+    /// Could not be read (permissions, vanished).
+    Unreadable,
+}
+
+/// How many example paths each reason lists.
+const SKIP_EXAMPLES: usize = 3;
+
+/// What `copy_tree` left out, by reason, with the first few paths.
+#[derive(Default, Debug)]
+struct Skipped {
+    by_reason: std::collections::BTreeMap<SkipReason, (usize, Vec<PathBuf>)>,
+    /// The copy stopped at a limit: the rest of the tree was not visited.
+    stopped: bool,
+}
+
+impl Skipped {
+    fn add(&mut self, reason: SkipReason, rel: &Path) {
+        let (count, examples) = self.by_reason.entry(reason).or_default();
+        *count += 1;
+        if examples.len() < SKIP_EXAMPLES {
+            examples.push(rel.to_path_buf());
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.by_reason.values().map(|(n, _)| n).sum()
+    }
+
+    /// Indented lines: a count per reason and its first paths.
+    fn report(&self, args: &Args) -> String {
+        let mut out = String::new();
+        for (reason, (count, examples)) in &self.by_reason {
+            let why = match reason {
+                SkipReason::TooLarge => format!("larger than {} MiB", MAX_FILE >> 20),
+                SkipReason::MaxFiles => format!("over --max-files {}", args.max_files),
+                SkipReason::MaxBytes => format!("over --max-mib {}", args.max_mib),
+                SkipReason::Special => "device, FIFO or socket".to_owned(),
+                SkipReason::Unreadable => "not readable".to_owned(),
+            };
+            let list: Vec<String> = examples.iter().map(|p| p.display().to_string()).collect();
+            out.push_str(&format!(
+                "      {count} {why}: {}{}\n",
+                list.join(", "),
+                if *count > examples.len() { ", ..." } else { "" }
+            ));
+        }
+        if self.stopped {
+            out.push_str(
+                "      (the copy stopped at the limit; the rest of the tree was not visited)\n",
+            );
+        }
+        out
+    }
+}
+
 /// Copies `src` into `dst` depth-first in name order, within the limits.
-/// Returns the entries copied, the bytes of file contents, and how many
-/// entries were skipped.
+/// Returns the entries copied, the bytes of file contents, and what was
+/// left out and why.
 fn copy_tree(
     src: &Path,
     dst: &Path,
     max_files: usize,
     max_bytes: u64,
     interrupted: &AtomicBool,
-) -> anyhow::Result<(Vec<Entry>, u64, usize)> {
+) -> anyhow::Result<(Vec<Entry>, u64, Skipped)> {
     let mut entries = Vec::new();
     let mut bytes = 0u64;
     let mut files = 0usize;
-    let mut skipped = 0usize;
+    let mut skipped = Skipped::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel_dir) = stack.pop() {
         let mut children: Vec<_> = match std::fs::read_dir(src.join(&rel_dir)) {
             Ok(d) => d.filter_map(|e| e.ok()).collect(),
             Err(_) => {
-                skipped += 1;
+                skipped.add(SkipReason::Unreadable, &rel_dir);
                 continue;
             }
         };
@@ -450,7 +517,7 @@ fn copy_tree(
             check_interrupt(interrupted)?;
             let rel = rel_dir.join(child.file_name());
             let Ok(meta) = std::fs::symlink_metadata(child.path()) else {
-                skipped += 1;
+                skipped.add(SkipReason::Unreadable, &rel);
                 continue;
             };
             let ft = meta.file_type();
@@ -476,7 +543,7 @@ fn copy_tree(
                 && bytes + meta.len() <= max_bytes
             {
                 let Ok(data) = std::fs::read(child.path()) else {
-                    skipped += 1;
+                    skipped.add(SkipReason::Unreadable, &rel);
                     continue;
                 };
                 std::fs::write(dst.join(&rel), &data)
@@ -490,13 +557,20 @@ fn copy_tree(
                         len: data.len() as u64,
                     },
                 });
+            } else if !ft.is_file() {
+                skipped.add(SkipReason::Special, &rel);
+            } else if meta.len() > MAX_FILE {
+                skipped.add(SkipReason::TooLarge, &rel);
+            } else if files >= max_files {
+                skipped.add(SkipReason::MaxFiles, &rel);
             } else {
-                skipped += 1;
+                skipped.add(SkipReason::MaxBytes, &rel);
             }
         }
         // Depth-first, in name order.
         stack.extend(subdirs.into_iter().rev());
         if files >= max_files || bytes >= max_bytes {
+            skipped.stopped = !stack.is_empty();
             break;
         }
     }

@@ -10,6 +10,13 @@
 //! and waits until the mount point shows up in `/proc/self/mountinfo` or
 //! the daemon exits.
 //!
+//! Before any secret is asked for, the mount point and the vault are
+//! checked (`mounts.rs`): a non-empty directory (unless `--nonempty`), a
+//! mount or a dead mount already there, a mount point inside the vault or
+//! the vault inside it, and a vault mounted elsewhere are refused, each
+//! with a one-line reason. Without root, the daemon mounts through the
+//! setuid `fusermount3` and runs as the caller.
+//!
 //! The same binary is the mount(8) helper when called as
 //! `mount.fscrypt-rs` (a symlink to `fscrypt-rs`), so an fstab line works:
 //!
@@ -50,8 +57,12 @@ pub struct Args {
     /// Stay in the foreground until unmounted.
     #[arg(long, short = 'f')]
     pub foreground: bool,
+    /// Mount even over a non-empty directory (its entries stay hidden
+    /// until the vault is unmounted); `-o nonempty` in fstab.
+    #[arg(long)]
+    pub nonempty: bool,
     /// Mount options, comma-separated: ro, rw, allow_other, suid and dev
-    /// (root only; the default is nosuid,nodev), fsname=NAME, keyfile=PATH
+    /// (root only; the default is nosuid,nodev), nonempty, fsname=NAME, keyfile=PATH
     /// (for fstab), and the fstab-only options mount(8) passes on (defaults,
     /// noauto, nofail, _netdev, x-*, ...), which are ignored. The kernel
     /// always checks permissions (default_permissions is implied and
@@ -86,6 +97,8 @@ pub struct MountOptions {
     pub fs_name: Option<String>,
     /// `keyfile=`.
     pub key_file: Option<PathBuf>,
+    /// `nonempty`: mount over a non-empty directory.
+    pub nonempty: bool,
 }
 
 /// Options mount(8) may pass from fstab that mean nothing to a FUSE
@@ -132,6 +145,7 @@ impl MountOptions {
                 None if word == "nosuid" => o.suid = false,
                 None if word == "dev" => o.dev = true,
                 None if word == "nodev" => o.dev = false,
+                None if word == "nonempty" => o.nonempty = true,
                 None if IGNORED.contains(&word) => {}
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
@@ -139,7 +153,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, fsname=NAME, keyfile=PATH)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, fsname=NAME, keyfile=PATH)"
                 ),
             }
         }
@@ -257,6 +271,7 @@ pub fn parse_helper_args(
         key_file: None,
         locked: false,
         foreground: false,
+        nonempty: false,
         options,
         sloppy,
         log_file: None,
@@ -303,13 +318,16 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
     opts.check_privilege()?;
     let vault = Vault::open(&args.cipherdir)?;
-    let mountpoint = std::fs::canonicalize(&args.mountpoint)
-        .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
-    anyhow::ensure!(
-        mountpoint.is_dir(),
-        "mount point {} is not a directory",
-        mountpoint.display()
-    );
+    // Before any secret is asked for: where the vault would go, and
+    // whether it is mounted already.
+    let backing = std::fs::canonicalize(&args.cipherdir)
+        .with_context(|| format!("{}", args.cipherdir.display()))?;
+    let mountpoint = super::mounts::check_mountpoint(
+        &backing,
+        &args.mountpoint,
+        args.nonempty || opts.nonempty,
+    )?;
+    super::mounts::check_vault_free(&backing)?;
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
     let key = if args.locked {
         Key::Locked

@@ -1,6 +1,6 @@
 //! `fscrypt-rs status`: encryption status of a directory or filesystem.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fscrypt::Policy;
@@ -8,15 +8,18 @@ use fscrypt_linux::keyring::{self, KeyPresence, KeySpec};
 use fscrypt_linux::{Error, ext4, mountinfo, policy};
 
 use super::kernel;
+use super::mounts::{self, MountState};
 
 /// Arguments of `fscrypt-rs status`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Show the encryption status of a directory or filesystem",
+    about = "Show the encryption status of a directory, filesystem or fscrypt-rs vault",
     long_about = "For an encrypted directory or file: its policy, key identifier and whether \
                   the key is present. For any path: the filesystem holding it and whether it \
                   supports encryption (for ext4 read as root: the encrypt, stable_inodes and \
-                  casefold features)."
+                  casefold features). For a path in a fscrypt-rs vault or in one of its mounts: \
+                  the vault, its policy, key identifier and protector kinds, and its mounts \
+                  (unlocked, locked or dead)."
 )]
 pub struct Args {
     /// A directory, file or mount point.
@@ -33,6 +36,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some((vault_dir, mount)) = vault_target(&args.path) {
+        return vault_status(&args, &vault_dir, mount.as_deref());
+    }
     let m = mountinfo::find_mount(&args.path)?;
     let mut out = serde_json::json!({
         "ok": true,
@@ -123,6 +129,115 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             o.push_str(&format!("Key: {key}\n"));
         }
         None => o.push_str(&format!("{}: not encrypted\n", args.path.display())),
+    }
+    kernel::out(format_args!("{o}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The vault `path` belongs to: through a fscrypt-rs mount holding it (live
+/// or dead), or as (a path inside) a backing directory. Returns the vault
+/// directory and the mount point the path was reached through.
+fn vault_target(path: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
+    let abs = mounts::absolute(path);
+    let table = mountinfo::read_mountinfo().unwrap_or_default();
+    // The innermost mount holding the path (later entries are on top).
+    let holder = table
+        .iter()
+        .filter(|m| abs.starts_with(&m.mount_point))
+        .fold(None::<&mountinfo::MountInfo>, |best, m| match best {
+            Some(b) if b.mount_point.as_os_str().len() > m.mount_point.as_os_str().len() => Some(b),
+            _ => Some(m),
+        });
+    if let Some(m) = holder.filter(|m| m.fs_type == mounts::FS_TYPE) {
+        let vault = mounts::daemons()
+            .into_iter()
+            .find(|d| d.mountpoint == m.mount_point)
+            .map(|d| d.cipherdir)
+            .or_else(|| {
+                let source = PathBuf::from(&m.source);
+                fscrypt_fuse::vault::Vault::config_path(&source)
+                    .is_file()
+                    .then_some(source)
+            });
+        return vault.map(|v| (v, Some(m.mount_point.clone())));
+    }
+    mounts::enclosing_vault(path).map(|v| (v, None))
+}
+
+/// `status` of a path in a vault or one of its mounts.
+fn vault_status(args: &Args, vault_dir: &Path, via: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let vault = fscrypt_fuse::vault::Vault::open(vault_dir)?;
+    let policy = Policy::V2(*vault.policy());
+    let mut protectors = Vec::new();
+    if vault.has_passphrase() {
+        protectors.push("passphrase");
+    }
+    if vault.has_key_file() {
+        protectors.push("key_file");
+    }
+    let list = mounts::vault_mounts(vault_dir);
+    if args.json {
+        let out = serde_json::json!({
+            "ok": true,
+            "path": args.path.display().to_string(),
+            "vault": vault_dir.display().to_string(),
+            "through_mount": via.map(|m| m.display().to_string()),
+            "policy": kernel::policy_json(&policy),
+            "key_identifier": vault.key_identifier().to_string(),
+            "protectors": protectors,
+            "mounts": list.iter().map(|m| serde_json::json!({
+                "mount_point": m.mount_point.display().to_string(),
+                "state": m.state.word(),
+                "pid": m.pid,
+            })).collect::<Vec<_>>(),
+        });
+        kernel::print_json(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut o = String::new();
+    match via {
+        Some(m) => o.push_str(&format!(
+            "{}: in the fscrypt-rs mount {} of the vault {}\n",
+            args.path.display(),
+            m.display(),
+            vault_dir.display()
+        )),
+        None => o.push_str(&format!(
+            "{}: in the fscrypt-rs vault (backing directory) {}\n",
+            args.path.display(),
+            vault_dir.display()
+        )),
+    }
+    o.push_str(&format!("Vault: {}\n", vault_dir.display()));
+    o.push_str(&kernel::policy_text(&policy));
+    o.push_str(&format!("Key identifier: {}\n", vault.key_identifier()));
+    o.push_str(&format!(
+        "Protectors: {}\n",
+        protectors
+            .iter()
+            .map(|p| p.replace('_', " "))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if list.is_empty() {
+        o.push_str("Mounts: none\n");
+    } else {
+        o.push_str("Mounts:\n");
+        for m in &list {
+            let extra = match (m.state, m.pid) {
+                (MountState::Dead, _) => format!(
+                    " (its daemon is gone; clear it with `{}`)",
+                    mounts::clear_command(&m.mount_point)
+                ),
+                (_, Some(pid)) => format!(" (daemon pid {pid})"),
+                (_, None) => String::new(),
+            };
+            o.push_str(&format!(
+                "\t{}: {}{extra}\n",
+                m.mount_point.display(),
+                m.state.word()
+            ));
+        }
     }
     kernel::out(format_args!("{o}"))?;
     Ok(ExitCode::SUCCESS)

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::bail;
 
 use super::mount::mount_count;
+use super::mounts;
 
 /// How long `unmount` retries while the kernel reports the mount busy
 /// (e.g. a file just closed by a process that is still exiting).
@@ -39,25 +40,51 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Unmounts `mountpoint` (retrying for up to 3 s while it is busy), then
 /// waits up to 30 s for the `fscrypt-rs mount` daemons serving it to exit.
+/// A dead mount (its daemon gone) is cleared, saying so.
 ///
 /// # Errors
-/// The unmount failed (the last error), or /proc could not be read.
+/// Nothing mounted there, a mount that is not ours (one line each), or the
+/// unmount failed (the last error, naming the processes that keep it busy).
 pub fn unmount_and_wait(mountpoint: &Path) -> anyhow::Result<()> {
-    let absolute =
-        std::path::absolute(mountpoint).with_context(|| format!("{}", mountpoint.display()))?;
-    let mountpoint = std::fs::canonicalize(&absolute).unwrap_or(absolute);
-    let daemons = daemons_serving(&mountpoint);
+    let mountpoint = mounts::absolute(mountpoint);
+    let Some(top) = mounts::mount_at(&mountpoint) else {
+        bail!("{} is not mounted", mountpoint.display());
+    };
+    if top.fs_type != mounts::FS_TYPE {
+        bail!(
+            "{} is not a fscrypt-rs mount ({} {}): unmount it with umount",
+            mountpoint.display(),
+            top.fs_type,
+            top.source
+        );
+    }
+    let dead = mounts::is_dead_mount(&mountpoint);
+    let daemons: Vec<u32> = mounts::daemons()
+        .into_iter()
+        .filter(|d| d.mountpoint == mountpoint)
+        .map(|d| d.pid)
+        .collect();
     let start = Instant::now();
     loop {
         match fscrypt_fuse::unmount(&mountpoint) {
             Ok(()) => break,
             Err(e) => {
                 if start.elapsed() > BUSY_RETRY || mount_count(&mountpoint)? == 0 {
-                    return Err(e).with_context(|| format!("unmounting {}", mountpoint.display()));
+                    let reason = match e {
+                        fscrypt_fuse::Error::Mount(reason) => reason,
+                        other => other.to_string(),
+                    };
+                    bail!("unmounting {}: {reason}", mountpoint.display());
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+    }
+    if dead {
+        eprintln!(
+            "fscrypt-rs: cleared the dead mount {} (its daemon had gone)",
+            mountpoint.display()
+        );
     }
     let start = Instant::now();
     for pid in daemons {
@@ -82,57 +109,4 @@ fn running(pid: u32) -> bool {
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
     }
-}
-
-/// The pids of `fscrypt-rs mount … --foreground` processes (the daemons
-/// `fscrypt-rs mount` starts, or foreground mounts) whose mount point is
-/// `mountpoint`, found through /proc. Processes that cannot be read
-/// (another user's, already gone) are skipped.
-fn daemons_serving(mountpoint: &Path) -> Vec<u32> {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids = Vec::new();
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let is_ours = argv.first().is_some_and(|a0| {
-            let name = a0.rsplit(|&b| b == b'/').next().unwrap_or(a0);
-            name.windows(10).any(|w| w == b"fscrypt-rs")
-        });
-        if !is_ours || argv.get(1) != Some(&&b"mount"[..]) {
-            continue;
-        }
-        if !argv.iter().any(|a| *a == b"--foreground" || *a == b"-f") {
-            continue;
-        }
-        // `mount CIPHERDIR MOUNTPOINT …`: the daemons we start use this
-        // order with absolute paths; a relative one is taken from its cwd.
-        let Some(mp) = argv.get(3) else { continue };
-        let Ok(mp) = std::str::from_utf8(mp) else {
-            continue;
-        };
-        let mp = Path::new(mp);
-        let mp = if mp.is_absolute() {
-            mp.to_path_buf()
-        } else {
-            match std::fs::read_link(format!("/proc/{pid}/cwd")) {
-                Ok(cwd) => cwd.join(mp),
-                Err(_) => continue,
-            }
-        };
-        if mp == mountpoint || std::fs::canonicalize(&mp).is_ok_and(|c| c == mountpoint) {
-            pids.push(pid);
-        }
-    }
-    pids
 }

@@ -22,7 +22,7 @@ impl EncryptedFs {
             return Err(Error::WrongType(WrongType::NotDir));
         }
         let bname = match self.resolve_name(&p, name) {
-            Err(Error::InvalidName) => return Err(Error::NotFound),
+            Err(e) if e.is_invalid_name() => return Err(Error::NotFound),
             r => r?,
         };
         let (inode, st) = self.lookup_backing(&p, &bname)?;

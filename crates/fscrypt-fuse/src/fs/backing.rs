@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::UNIX_EPOCH;
 
+use fscrypt::hooks::get_symlink;
 use fuser::FileAttr;
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
@@ -36,7 +37,7 @@ use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_sy
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 fn stale() -> Error {
-    Error::Sys(Errno::STALE)
+    Error::Stale
 }
 
 /// Opens the backing entry `name` (one component) in `dir` without following
@@ -44,7 +45,8 @@ fn stale() -> Error {
 /// always added. With `O_PATH` a final symlink gives an fd of the link.
 ///
 /// # Errors
-/// `EINVAL` for a name that is not one component, `EXDEV` for a mount point,
+/// [`Error::InvalidName`] for a name that is not one component,
+/// [`Error::MountPoint`] (EXDEV) for a mount point,
 /// `ELOOP` for a symlink (without `O_PATH`), the usual open errors.
 pub(crate) fn open_entry(
     dir: BorrowedFd<'_>,
@@ -70,6 +72,7 @@ pub(crate) fn open_entry(
                     NO_OPENAT2.store(true, Ordering::Relaxed);
                     break;
                 }
+                Err(Errno::XDEV) => return Err(Error::MountPoint),
                 r => return r.map_err(sys),
             }
         }
@@ -83,7 +86,7 @@ pub(crate) fn open_entry(
         rustix::fs::fstat(&fd).map_err(sys)?,
     );
     if a.st_dev != b.st_dev {
-        return Err(Error::Sys(Errno::XDEV));
+        return Err(Error::MountPoint);
     }
     Ok(fd)
 }
@@ -258,10 +261,7 @@ impl EncryptedFs {
             }
             std::thread::yield_now();
         }
-        let orphan = match inode.orphan.lock() {
-            Ok(o) => o.as_ref().map(|fd| fd.try_clone()),
-            Err(_) => None,
-        };
+        let orphan = inode.orphan.lock()?.as_ref().map(|fd| fd.try_clone());
         if let Some(fd) = orphan {
             let fd = fd.map_err(Error::Io)?;
             if let Some(f) = self.check_found(inode, fd, write)? {
@@ -452,32 +452,21 @@ impl EncryptedFs {
         self.note(inode, None, r)
     }
 
-    /// The target as presented: plaintext with the key, no-key name without.
+    /// The target as presented ([`get_symlink`], spec §7.4): plaintext with
+    /// the key, without it the no-key name of the ciphertext (hashes 0).
     pub(super) fn symlink_target(&self, inode: &Arc<Inode>) -> Result<Vec<u8>> {
         let (ctx, blob) = self.symlink_parts(inode)?;
-        if !self.keys.unlocked() {
-            // spec §7.4: without the key the target is the no-key name of the
-            // ciphertext (hash = minor_hash = 0).
-            if blob.len() < 3 {
-                return self.note(inode, None, Err(Error::Corrupt(Corruption::BadSymlink)));
-            }
-            let len = u16::from_le_bytes([blob[0], blob[1]]) as usize;
-            if len == 0 || 2 + len > blob.len() {
-                return self.note(inode, None, Err(Error::Corrupt(Corruption::BadSymlink)));
-            }
-            return Ok(crate::crypt::nokey_name(&blob[2..2 + len]).into_bytes());
-        }
         // The key is built per readlink and dropped: symlinks are small and
         // rarely read, and a cached key would cost kilobytes per inode.
-        let crypt = self.note(
-            inode,
-            None,
-            self.keys
-                .node_crypt(&ctx, NodeKind::Symlink, inode.backing_ino),
-        )?;
-        let r = crypt
-            .decrypt_symlink(&blob)
-            .map_err(|_| Error::Corrupt(Corruption::BadSymlink));
+        let crypt = if self.keys.unlocked() {
+            let r = self
+                .keys
+                .node_crypt(&ctx, NodeKind::Symlink, inode.backing_ino);
+            Some(self.note(inode, None, r)?)
+        } else {
+            None
+        };
+        let r = get_symlink(crypt.as_deref(), &blob).map_err(Error::from);
         self.note(inode, None, r)
     }
 
@@ -487,7 +476,7 @@ impl EncryptedFs {
             // A damaged header or symlink still stats (size 0), so that the
             // object can be listed, renamed and deleted; reading it gives EIO.
             Kind::File => match inode.context() {
-                Some(_) => inode.file.read().map_err(|_| Error::NotFound)?.size,
+                Some(_) => inode.file.read()?.size,
                 None => 0,
             },
             Kind::Symlink => match inode.symlink_size.get() {
@@ -539,14 +528,14 @@ impl EncryptedFs {
     ) -> Result<(Arc<Inode>, Stat)> {
         let pfd = self.dir_fd(parent)?;
         let path = match open_entry(pfd, bname.name.as_str(), OFlags::PATH, Mode::empty()) {
-            Err(Error::Sys(Errno::XDEV)) => {
+            Err(Error::MountPoint) => {
                 let mut p = self.backing_path(parent);
                 p.push(&bname.name);
                 log::error!(
                     "fscrypt-fuse: backing entry {} is a mount point; not entering it",
                     p.display()
                 );
-                return Err(Error::Sys(Errno::XDEV));
+                return Err(Error::MountPoint);
             }
             r => r?,
         };
@@ -585,7 +574,7 @@ impl EncryptedFs {
         })?;
         inode.add_link(parent, bname);
         let crypt = self.file_crypt(&inode)?;
-        let mut fs = inode.file.write().map_err(|_| Error::NotFound)?;
+        let mut fs = inode.file.write()?;
         fs.size = 0;
         fs.fd = Some(Arc::new(file));
         fs.fd_writable = true;

@@ -11,6 +11,7 @@ use crate::handles::{FileHandle, Handle};
 use crate::inodes::{FileState, Inode, InodeNo, Kind};
 use crate::layout::{self, Header, HeaderKind};
 
+use super::offsets::{HEADER_SIZE_FIELD, Units, bytes_before, eof_unit, unit_of, unit_start};
 use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
 
 impl EncryptedFs {
@@ -32,7 +33,7 @@ impl EncryptedFs {
             self.writable()?;
         }
         {
-            let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+            let mut st = inode.file.write()?;
             // First the key (EIO for a damaged header, before any repair).
             if st.crypt.is_none() {
                 st.crypt = Some(self.file_crypt(&inode)?);
@@ -50,7 +51,7 @@ impl EncryptedFs {
                     }
                     Err(e) => return Err(e),
                 };
-                let f = f.file.ok_or(Error::Sys(rustix::io::Errno::STALE))?;
+                let f = f.file.ok_or(Error::Stale)?;
                 if rw {
                     // Repair after a crash: nothing may be stored past the
                     // units that cover the size (spec of the format doc).
@@ -80,7 +81,7 @@ impl EncryptedFs {
                 write,
             }) => Ok((inode.clone(), *append, *write)),
             Some(Handle::Dir { .. }) => Err(Error::WrongType(WrongType::IsDir)),
-            None => Err(Error::Sys(rustix::io::Errno::BADF)),
+            None => Err(Error::BadHandle),
         }
     }
 
@@ -98,14 +99,8 @@ impl EncryptedFs {
         if is_zero(dst) {
             return Ok(false);
         }
-        crypt
-            .decrypt_data_units(idx, dst)
-            .map_err(|e| Error::Crypt(e.to_string()))?;
-        let start = idx * self.du;
-        if size < start + self.du {
-            let keep = size.saturating_sub(start) as usize;
-            dst[keep..].fill(0);
-        }
+        crypt.decrypt_data_units(idx, dst)?;
+        dst[bytes_before(idx, size, self.du)..].fill(0);
         Ok(true)
     }
 
@@ -121,46 +116,38 @@ impl EncryptedFs {
         buf: &mut Vec<u8>,
     ) -> Result<std::ops::Range<usize>> {
         let (inode, _, _) = self.file_handle(fh)?;
-        let st = inode.file.read().map_err(|_| Error::NotFound)?;
-        let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
-        let crypt = st
-            .crypt
-            .clone()
-            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let st = inode.file.read()?;
+        let f = st.fd.clone().ok_or(Error::BadHandle)?;
+        let crypt = st.crypt.clone().ok_or(Error::BadHandle)?;
         if offset >= st.size || size == 0 {
             return Ok(0..0);
         }
         let du = self.du;
         let end = (offset + size as u64).min(st.size);
-        let first = offset / du;
-        let last = end.div_ceil(du);
-        let n = ((last - first) * du) as usize;
+        let u = Units::of_range(offset, end, du);
+        let n = u.len();
         if buf.len() < n {
             buf.resize(n, 0);
         }
         let b = &mut buf[..n];
-        pread_full(&f, b, layout::unit_offset(first, du))?;
+        pread_full(&f, b, layout::unit_offset(u.first, du))?;
         // Decrypt runs of stored units; all-zero units are holes.
-        let mut i = 0usize;
-        let units = (last - first) as usize;
-        let dus = du as usize;
-        while i < units {
-            if is_zero(&b[i * dus..(i + 1) * dus]) {
+        let mut i = u.first;
+        while i < u.last {
+            if is_zero(&b[u.in_buf(i)]) {
                 i += 1;
                 continue;
             }
             let mut j = i + 1;
-            while j < units && !is_zero(&b[j * dus..(j + 1) * dus]) {
+            while j < u.last && !is_zero(&b[u.in_buf(j)]) {
                 j += 1;
             }
-            let r = crypt
-                .decrypt_data_units(first + i as u64, &mut b[i * dus..j * dus])
-                .map_err(|e| Error::Crypt(e.to_string()));
-            self.note(&inode, None, r)?;
+            let run = u.in_buf(i).start..u.in_buf(j - 1).end;
+            let r = crypt.decrypt_data_units(i, &mut b[run]);
+            self.note(&inode, None, r.map_err(Error::from))?;
             i = j;
         }
-        let start = (offset - first * du) as usize;
-        Ok(start..start + (end - offset) as usize)
+        Ok(u.head..u.head + (end - offset) as usize)
     }
 
     pub(super) fn write_size(&self, inode: &Inode, f: &File, st: &FileState) -> Result<()> {
@@ -169,7 +156,7 @@ impl EncryptedFs {
             context: self.file_context(inode)?,
             size: st.size,
         };
-        f.write_all_at(&h.size_update_bytes(), 56)?;
+        f.write_all_at(&h.size_update_bytes(), HEADER_SIZE_FIELD)?;
         Ok(())
     }
 
@@ -177,26 +164,20 @@ impl EncryptedFs {
     /// called before the size grows past that unit.
     pub(super) fn zero_eof_tail(&self, f: &File, crypt: &NodeCrypt, size: u64) -> Result<()> {
         let du = self.du;
-        if size.is_multiple_of(du) {
+        let Some((idx, keep)) = eof_unit(size, du) else {
             return Ok(());
-        }
-        let idx = size / du;
+        };
         let mut unit = vec![0u8; du as usize];
         pread_full(f, &mut unit, layout::unit_offset(idx, du))?;
         if is_zero(&unit) {
             return Ok(());
         }
-        crypt
-            .decrypt_data_units(idx, &mut unit)
-            .map_err(|e| Error::Crypt(e.to_string()))?;
-        let keep = (size % du) as usize;
+        crypt.decrypt_data_units(idx, &mut unit)?;
         if is_zero(&unit[keep..]) {
             return Ok(());
         }
         unit[keep..].fill(0);
-        crypt
-            .encrypt_data_units(idx, &mut unit)
-            .map_err(|e| Error::Crypt(e.to_string()))?;
+        crypt.encrypt_data_units(idx, &mut unit)?;
         f.write_all_at(&unit, layout::unit_offset(idx, du))?;
         Ok(())
     }
@@ -210,60 +191,45 @@ impl EncryptedFs {
     pub fn write(&self, fh: FileHandle, offset: u64, data: &[u8]) -> Result<u32> {
         let (inode, append, write) = self.file_handle(fh)?;
         if !write {
-            return Err(Error::Sys(rustix::io::Errno::BADF));
+            return Err(Error::BadHandle);
         }
         self.writable()?;
         if data.is_empty() {
             return Ok(0);
         }
-        let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
-        let f = st.fd.clone().ok_or(Error::Sys(rustix::io::Errno::BADF))?;
-        let crypt = st
-            .crypt
-            .clone()
-            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let mut st = inode.file.write()?;
+        let f = st.fd.clone().ok_or(Error::BadHandle)?;
+        let crypt = st.crypt.clone().ok_or(Error::BadHandle)?;
         let offset = if append { st.size } else { offset };
         let du = self.du;
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|e| *e <= i64::MAX as u64)
-            .ok_or(Error::Sys(rustix::io::Errno::FBIG))?;
+            .ok_or(Error::FileTooBig)?;
         let old = st.size;
-        let first = offset / du;
-        let last = end.div_ceil(du);
-        if first > old / du {
+        let u = Units::of_range(offset, end, du);
+        if u.first > unit_of(old, du) {
             self.zero_eof_tail(&f, &crypt, old)?;
         }
-        let dus = du as usize;
-        let n = ((last - first) * du) as usize;
         IO_BUF.with(|cell| -> Result<()> {
             let mut guard = cell.borrow_mut();
-            if guard.len() < n {
-                guard.resize(n, 0);
+            if guard.len() < u.len() {
+                guard.resize(u.len(), 0);
             }
-            let buf = &mut guard[..n];
-            let head = (offset - first * du) as usize;
-            if head != 0 {
-                if first * du < old {
-                    self.read_unit(&f, &crypt, first, &mut buf[..dus], old)?;
+            let buf = &mut guard[..u.len()];
+            // The partly written units at either end: their other bytes
+            // first (zeros past the old EOF).
+            for idx in [u.partial_head(), u.partial_tail()].into_iter().flatten() {
+                let unit = &mut buf[u.in_buf(idx)];
+                if unit_start(idx, du) < old {
+                    self.read_unit(&f, &crypt, idx, unit, old)?;
                 } else {
-                    buf[..dus].fill(0);
+                    unit.fill(0);
                 }
             }
-            let tail_unit = last - 1;
-            if end % du != 0 && (tail_unit != first || head == 0) {
-                let t = ((tail_unit - first) * du) as usize;
-                if tail_unit * du < old {
-                    self.read_unit(&f, &crypt, tail_unit, &mut buf[t..t + dus], old)?;
-                } else {
-                    buf[t..t + dus].fill(0);
-                }
-            }
-            buf[head..head + data.len()].copy_from_slice(data);
-            crypt
-                .encrypt_data_units(first, buf)
-                .map_err(|e| Error::Crypt(e.to_string()))?;
-            f.write_all_at(buf, layout::unit_offset(first, du))?;
+            buf[u.head..u.head + data.len()].copy_from_slice(data);
+            crypt.encrypt_data_units(u.first, buf)?;
+            f.write_all_at(buf, layout::unit_offset(u.first, du))?;
             Ok(())
         })?;
         if end > old {
@@ -277,31 +243,24 @@ impl EncryptedFs {
     pub(super) fn truncate(&self, inode: &Arc<Inode>, size: u64) -> Result<()> {
         self.need_key()?;
         if size > i64::MAX as u64 {
-            return Err(Error::Sys(rustix::io::Errno::FBIG));
+            return Err(Error::FileTooBig);
         }
-        let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+        let mut st = inode.file.write()?;
         let crypt = match &st.crypt {
             Some(c) => c.clone(),
             None => self.file_crypt(inode)?,
         };
         let f: Arc<File> = match (&st.fd, st.fd_writable) {
             (Some(f), true) => f.clone(),
-            _ => Arc::new(
-                self.find(inode, Some(true))?
-                    .file
-                    .ok_or(Error::Sys(rustix::io::Errno::STALE))?,
-            ),
+            _ => Arc::new(self.find(inode, Some(true))?.file.ok_or(Error::Stale)?),
         };
         let du = self.du;
         let old = st.size;
         if size < old {
-            if !size.is_multiple_of(du) {
-                let idx = size / du;
+            if let Some((idx, _)) = eof_unit(size, du) {
                 let mut unit = vec![0u8; du as usize];
                 if self.read_unit(&f, &crypt, idx, &mut unit, size)? {
-                    crypt
-                        .encrypt_data_units(idx, &mut unit)
-                        .map_err(|e| Error::Crypt(e.to_string()))?;
+                    crypt.encrypt_data_units(idx, &mut unit)?;
                     f.write_all_at(&unit, layout::unit_offset(idx, du))?;
                 }
             }
@@ -332,15 +291,13 @@ impl EncryptedFs {
     pub fn fallocate(&self, fh: FileHandle, offset: u64, length: u64, mode: i32) -> Result<()> {
         let (inode, _, write) = self.file_handle(fh)?;
         if !write {
-            return Err(Error::Sys(rustix::io::Errno::BADF));
+            return Err(Error::BadHandle);
         }
         self.writable()?;
         match mode {
             0 => {
-                let end = offset
-                    .checked_add(length)
-                    .ok_or(Error::Sys(rustix::io::Errno::FBIG))?;
-                let cur = inode.file.read().map_err(|_| Error::NotFound)?.size;
+                let end = offset.checked_add(length).ok_or(Error::FileTooBig)?;
+                let cur = inode.file.read()?.size;
                 if end > cur {
                     self.truncate(&inode, end)?;
                 }
@@ -357,7 +314,7 @@ impl EncryptedFs {
     /// `EBADF`, backing errors.
     pub fn fsync(&self, fh: FileHandle, datasync: bool) -> Result<()> {
         let (inode, _, _) = self.file_handle(fh)?;
-        let f = inode.file.read().map_err(|_| Error::NotFound)?.fd.clone();
+        let f = inode.file.read()?.fd.clone();
         if let Some(f) = f {
             if datasync {
                 f.sync_data()?;
@@ -375,7 +332,7 @@ impl EncryptedFs {
     pub fn release(&self, fh: FileHandle) -> Result<()> {
         match self.handles.remove(fh).as_deref() {
             Some(Handle::File { inode, .. }) => {
-                let mut st = inode.file.write().map_err(|_| Error::NotFound)?;
+                let mut st = inode.file.write()?;
                 st.opens = st.opens.saturating_sub(1);
                 if st.opens == 0 {
                     st.fd = None;
@@ -384,7 +341,7 @@ impl EncryptedFs {
                 Ok(())
             }
             Some(Handle::Dir { .. }) => Ok(()),
-            None => Err(Error::Sys(rustix::io::Errno::BADF)),
+            None => Err(Error::BadHandle),
         }
     }
 }

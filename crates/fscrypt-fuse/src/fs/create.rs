@@ -6,8 +6,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use fscrypt::NameError;
+use fscrypt::hooks::{prepare_link, prepare_symlink};
 use fuser::FileAttr;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 
 use crate::crypt::NodeKind;
 use crate::error::{Error, Result};
@@ -15,11 +18,11 @@ use crate::handles::{FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind};
 use crate::layout::{
     self, BackingName, CONTEXT_SIZE, DIR_META_NAME, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
-    SYMLINK_MAX_BLOB,
+    SYMLINK_MAX_BLOB, SYMLINK_MAX_BLOB_STORED,
 };
 
 use super::recover::{Unlinked, crash_point, tmp_name};
-use super::{Caller, EncryptedFs, sys, validate_name};
+use super::{Caller, EncryptedFs, sys};
 
 impl EncryptedFs {
     pub(super) fn finish_create(
@@ -91,7 +94,7 @@ impl EncryptedFs {
         })();
         if let Err(e) = r {
             let _ = rustix::fs::unlinkat(pfd, tmp.as_str(), AtFlags::empty());
-            if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+            if !e.is_sys(Errno::EXIST) {
                 self.remove_side_file(&p, &bname);
             }
             return Err(e);
@@ -169,7 +172,7 @@ impl EncryptedFs {
         })();
         if let Err(e) = r {
             cleanup(Some(&dfd));
-            if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+            if !e.is_sys(Errno::EXIST) {
                 self.remove_side_file(&p, &bname);
             }
             return Err(e);
@@ -194,33 +197,42 @@ impl EncryptedFs {
         self.writable()?;
         self.need_key()?;
         let p = self.inode(parent)?;
-        validate_name(name)?;
-        if target.is_empty() || target.contains(&0) {
-            return Err(Error::InvalidArgument);
-        }
-        if target.len() > layout::SYMLINK_MAX_TARGET {
-            return Err(Error::NameTooLong);
-        }
+        let ct_name = self.create_name(&p, name)?;
+        // `fscrypt_prepare_symlink()`: inline in the backing symlink when the
+        // blob fits (as format version 1 always did), else in the symlink
+        // store, written completely before the symlink naming it appears;
+        // ENAMETOOLONG past that (targets over 4095 bytes).
+        let dir = self.dir_crypt_opt(&p)?;
+        let padding = self.keys.policy().flags().padding();
+        let max_blob =
+            match prepare_symlink(dir.as_deref(), target.len(), padding, SYMLINK_MAX_BLOB) {
+                Ok(_) => SYMLINK_MAX_BLOB,
+                Err(fscrypt::Error::Name(NameError::TooLong { .. })) => {
+                    prepare_symlink(
+                        dir.as_deref(),
+                        target.len(),
+                        padding,
+                        SYMLINK_MAX_BLOB_STORED,
+                    )?;
+                    SYMLINK_MAX_BLOB_STORED
+                }
+                Err(e) => return Err(e.into()),
+            };
         let ctx = self.keys.new_context()?;
         let crypt = self.keys.node_crypt(&ctx, NodeKind::Symlink, 0)?;
-        // Inline in the backing symlink when it fits (as format version 1
-        // always did), else in the symlink store, written completely before
-        // the symlink naming it appears.
-        let (encoded, stored) = match crypt.encrypt_symlink(target, SYMLINK_MAX_BLOB) {
-            Ok(blob) => (layout::encode_symlink(&ctx, &blob), false),
-            Err(_) => {
-                let blob = crypt
-                    .encrypt_symlink(target, layout::SYMLINK_MAX_BLOB_STORED)
-                    .map_err(|_| Error::NameTooLong)?;
-                (self.store_symlink(&ctx, &blob)?, true)
-            }
+        let blob = crypt.encrypt_symlink(target, max_blob)?;
+        let stored = max_blob > SYMLINK_MAX_BLOB;
+        let encoded = if stored {
+            self.store_symlink(&ctx, &blob)?
+        } else {
+            layout::encode_symlink(&ctx, &blob)
         };
         if encoded.len() > layout::BACKING_SYMLINK_MAX {
             return Err(Error::NameTooLong);
         }
         crash_point("symlink:after-store");
         let r = (|| -> Result<BackingName> {
-            let bname = self.name_for_create(&p, name)?;
+            let bname = self.backing_name_for_create(&p, &ct_name)?;
             let pfd = self.dir_fd(&p)?;
             let (gid, _) = self.new_gid(&p, caller)?;
             let r = if caller.uid != self.euid || gid != self.egid {
@@ -248,7 +260,7 @@ impl EncryptedFs {
                 rustix::fs::symlinkat(encoded.as_str(), pfd, bname.name.as_str()).map_err(sys)
             };
             if let Err(e) = r {
-                if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+                if !e.is_sys(Errno::EXIST) {
                     self.remove_side_file(&p, &bname);
                 }
                 return Err(e);
@@ -323,7 +335,7 @@ impl EncryptedFs {
             Ok(v) => v,
             Err(e) => {
                 u.discard(pfd);
-                if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+                if !e.is_sys(Errno::EXIST) {
                     self.remove_side_file(&p, &bname);
                 }
                 return Err(e);
@@ -352,18 +364,26 @@ impl EncryptedFs {
     /// Creates a hard link `newparent/newname` to `ino`.
     ///
     /// # Errors
-    /// `ENOKEY`, `EEXIST`, `EPERM` for directories, backing errors.
+    /// `ENOKEY`, `EXDEV` (the hooks' checks), `EEXIST`, `EPERM` for
+    /// directories, backing errors.
     pub fn link(&self, ino: InodeNo, newparent: InodeNo, newname: &OsStr) -> Result<FileAttr> {
         self.writable()?;
-        self.need_key()?;
         let inode = self.inode(ino)?;
         if inode.kind == Kind::Dir {
-            return Err(Error::Sys(rustix::io::Errno::PERM));
+            return Err(Error::NotPermitted);
         }
         let np = self.inode(newparent)?;
+        // `__fscrypt_prepare_link()`: ENOKEY without the directory's key,
+        // EXDEV across policies.
+        let has_key = self.dir_crypt_opt(&np)?.is_some();
+        prepare_link(
+            Some(self.keys.policy()),
+            has_key,
+            self.link_inode(inode.kind),
+        )?;
         let bname = self.name_for_create(&np, newname)?;
         if let Err(e) = self.link_backing(&inode, &np, &bname) {
-            if !matches!(e, Error::Sys(rustix::io::Errno::EXIST)) {
+            if !e.is_sys(Errno::EXIST) {
                 self.remove_side_file(&np, &bname);
             }
             return Err(e);

@@ -4,10 +4,13 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
 
+use fscrypt::NAME_MAX;
+use fscrypt::fname::is_dot_or_dotdot;
+use fscrypt::hooks::{PresentedName, present_entry};
+
 use crate::error::{Corruption, Error, Result, WrongType};
 use crate::handles::{DirEntry, FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind, ROOT};
-use crate::layout::NAME_MAX;
 
 use super::{EncryptedFs, FsStats, sys};
 
@@ -29,11 +32,7 @@ impl EncryptedFs {
 
     pub(super) fn list(&self, dir: &Arc<Inode>) -> Result<Vec<DirEntry>> {
         let fd = self.dir_fd(dir)?;
-        let crypt = if self.keys.unlocked() {
-            Some(self.dir_crypt(dir)?)
-        } else {
-            None
-        };
+        let crypt = self.dir_crypt_opt(dir)?;
         let parent_ino = dir
             .first_link()
             .map(|l| l.parent.ino.0)
@@ -57,22 +56,26 @@ impl EncryptedFs {
             let Some(ct) = self.entry_ciphertext(dir, ename)? else {
                 continue;
             };
-            let name = match &crypt {
-                Some(c) => match c.decrypt_filename(&ct) {
-                    Ok(p) if !p.is_empty() && !p.contains(&b'/') && &*p != b"." && &*p != b".." => {
-                        OsString::from_vec(p.to_vec())
+            // Plaintext with the key, the no-key name (no dirhash) without.
+            let name = match present_entry(crypt.as_deref(), &ct, 0, 0) {
+                Ok(PresentedName::Plain(p)) if !is_dot_or_dotdot(&p) => {
+                    OsString::from_vec(p.to_vec())
+                }
+                Ok(PresentedName::NoKey(n)) => OsString::from_vec(n.as_bytes().to_vec()),
+                // A corrupt entry (EUCLEAN: bad length, undecryptable, or a
+                // plaintext "." / "..") is logged by its backing name and skipped.
+                r => {
+                    let e = match r {
+                        Err(e) => Error::Format(e),
+                        Ok(_) => Error::Corrupt(Corruption::BadName),
+                    };
+                    if !e.is_corruption() {
+                        return Err(e);
                     }
-                    _ => {
-                        let what = String::from_utf8_lossy(ename).into_owned();
-                        let _ = self.note::<()>(
-                            dir,
-                            Some(&what),
-                            Err(Error::Corrupt(Corruption::BadName)),
-                        );
-                        continue;
-                    }
-                },
-                None => OsString::from(crate::crypt::nokey_name(&ct)),
+                    let what = String::from_utf8_lossy(ename).into_owned();
+                    let _ = self.note::<()>(dir, Some(&what), Err(e));
+                    continue;
+                }
             };
             let kind = match ent.file_type() {
                 rustix::fs::FileType::Directory => Kind::Dir,
@@ -100,15 +103,12 @@ impl EncryptedFs {
         offset: u64,
         mut add: impl FnMut(u64, u64, Kind, &OsStr) -> bool,
     ) -> Result<()> {
-        let h = self
-            .handles
-            .get(fh)
-            .ok_or(Error::Sys(rustix::io::Errno::BADF))?;
+        let h = self.handles.get(fh).ok_or(Error::BadHandle)?;
         let Handle::Dir { inode, entries } = &*h else {
             return Err(Error::WrongType(WrongType::NotDir));
         };
         let list = {
-            let mut e = entries.lock().map_err(|_| Error::NotFound)?;
+            let mut e = entries.lock()?;
             if offset == 0 || e.is_none() {
                 *e = Some(Arc::new(self.list(inode)?));
             }

@@ -1,7 +1,9 @@
 //! `EncryptedFs`: the filesystem logic, independent of FUSE, one module per
 //! concern: `names` (name encryption, no-key names, long-name side files),
-//! `backing` (locating and reading backing objects), `attr`, `create`,
-//! `remove`, `contents`, `dir` and `xattr` (the operations).
+//! `backing` (locating and reading backing objects), `offsets` (plaintext
+//! ranges to data units), `attr`, `create`, `remove`, `contents`, `dir` and
+//! `xattr` (the operations). Names, no-key names and symlink blobs are
+//! handled through `fscrypt::hooks` only.
 //!
 //! Every method returns `Result<_, Error>`; the FUSE adapter (`fuse.rs`) only
 //! converts arguments and maps errors to errno with [`Error::errno`].
@@ -17,16 +19,15 @@ mod contents;
 mod create;
 mod dir;
 mod names;
+mod offsets;
 mod recover;
 mod remove;
 mod xattr;
 
 use std::cell::RefCell;
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,7 +40,6 @@ use crate::crypt::Keys;
 use crate::error::{Error, Result, WrongType};
 use crate::handles::HandleTable;
 use crate::inodes::{Ident, Inode, InodeNo, InodeTable, Kind, ROOT};
-use crate::layout::NAME_MAX;
 
 /// Who is calling (from the FUSE request): owner of created entries.
 #[derive(Debug, Clone, Copy)]
@@ -167,17 +167,6 @@ fn fuse_type(mode: u32) -> FileType {
     }
 }
 
-fn validate_name(name: &OsStr) -> Result<&[u8]> {
-    let b = name.as_bytes();
-    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') || b.contains(&0) {
-        return Err(Error::InvalidName);
-    }
-    if b.len() > NAME_MAX {
-        return Err(Error::NameTooLong);
-    }
-    Ok(b)
-}
-
 /// Reads up to `buf.len()` bytes at `off`, zero-filling past the backing EOF.
 fn pread_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<()> {
     let mut done = 0;
@@ -212,7 +201,7 @@ impl EncryptedFs {
     /// # Errors
     /// [`Error::Io`]/[`Error::Sys`] if the directory cannot be opened,
     /// [`Error::Corrupt`] if its metadata file is missing or of another policy,
-    /// [`Error::Crypt`] if the key does not fit the policy.
+    /// [`Error::Format`] if the key does not fit the policy.
     pub fn new(
         backing_dir: &Path,
         policy: fscrypt::PolicyV2,
@@ -281,6 +270,8 @@ impl EncryptedFs {
         }
     }
 
+    /// ENOKEY on a locked mount: for contents, and before a new inode is
+    /// set up (as `fscrypt_prepare_new_inode()`); names go through the hooks.
     fn need_key(&self) -> Result<()> {
         if self.keys.unlocked() {
             Ok(())
@@ -314,6 +305,12 @@ impl EncryptedFs {
             p.push(part);
         }
         p
+    }
+
+    /// Backing path of inode `ino` if it is known, for log lines (base64url
+    /// names only: never plaintext).
+    pub fn backing_path_of(&self, ino: InodeNo) -> Option<PathBuf> {
+        self.inodes.get(ino).map(|i| self.backing_path(&i))
     }
 
     /// Logs corruption of `inode` (with its backing path) and passes the error on.

@@ -1,5 +1,7 @@
 //! Names: directory contexts, filename encryption, no-key name resolution
-//! and long-name side files (spec §6, §8; `docs/vault-format.md`).
+//! and long-name side files (spec §6, §8; `docs/vault-format.md`). Every
+//! name goes through `fscrypt::hooks` ([`FscryptName`]); this module only
+//! maps ciphertexts to backing names and back.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -7,15 +9,18 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use fscrypt::fname::{FNAME_MIN_MSG_LEN, is_dot_or_dotdot};
+use fscrypt::hooks::{FscryptName, LinkInode};
+use fscrypt::{FnameBuf, NAME_MAX};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
-use crate::inodes::Inode;
-use crate::layout::{self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName, NAME_MAX};
+use crate::inodes::{Inode, Kind};
+use crate::layout::{self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
-use super::{EncryptedFs, sys, validate_name};
+use super::{EncryptedFs, sys};
 
 impl EncryptedFs {
     pub(super) fn dir_context(&self, dir: &Inode) -> Result<[u8; CONTEXT_SIZE]> {
@@ -41,49 +46,86 @@ impl EncryptedFs {
         Ok(c)
     }
 
-    /// The backing name of plaintext `name` in `dir` (needs the key).
-    pub(super) fn encrypt_name(&self, dir: &Inode, name: &OsStr) -> Result<BackingName> {
-        let b = validate_name(name)?;
-        let crypt = self.dir_crypt(dir)?;
-        let ct = crypt
-            .encrypt_filename(b)
-            .map_err(|e| Error::Crypt(e.to_string()))?;
-        Ok(BackingName::from_ciphertext(&ct))
+    /// The directory's crypto state when the key is present, `None` on a
+    /// locked mount: what `fscrypt::hooks` takes for a directory.
+    pub(super) fn dir_crypt_opt(&self, dir: &Inode) -> Result<Option<NodeCrypt>> {
+        if self.keys.unlocked() {
+            self.dir_crypt(dir).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
-    /// Resolves a name given by the kernel to a backing name: encrypts it with
-    /// the key, or decodes a no-key name on a locked mount (spec §8.1).
-    pub(super) fn resolve_name(&self, dir: &Arc<Inode>, name: &OsStr) -> Result<BackingName> {
-        if self.keys.unlocked() {
-            return self.encrypt_name(dir, name);
+    /// An inode as the link and rename hooks see it: FIFOs, sockets and
+    /// devices carry no policy; everything else has the vault's (a stored
+    /// context of another policy is corrupt, and a damaged object stays
+    /// movable, so it counts as the vault's too).
+    pub(super) fn link_inode(&self, kind: Kind) -> LinkInode<'_> {
+        let special = kind == Kind::Special;
+        LinkInode {
+            policy: (!special).then(|| self.keys.policy()),
+            special,
         }
+    }
+
+    /// Prepares a name given by the kernel for a lookup in `dir`
+    /// ([`FscryptName::for_lookup`]): its ciphertext with the key, the
+    /// decoded no-key name without it (ENOENT if malformed).
+    ///
+    /// # Errors
+    /// [`Error::NameTooLong`] past 255 bytes and [`Error::InvalidName`] for
+    /// `.`/`..` (checked first, as `ext4_lookup` does before the hook), then
+    /// the hook's [`Error::Format`].
+    pub(super) fn lookup_name(&self, dir: &Inode, name: &OsStr) -> Result<FscryptName> {
         let b = name.as_bytes();
         if b.len() > NAME_MAX {
             return Err(Error::NameTooLong);
         }
-        let nk = crate::crypt::nokey_decode(b).ok_or(Error::NotFound)?;
-        let mut raw = [0u8; 256];
-        let n = layout::b64_decode(b, &mut raw).ok_or(Error::NotFound)?;
-        if n != 189 && n >= 8 + 16 {
-            let ct = &raw[8..n];
-            if nk.matches(ct) {
+        if is_dot_or_dotdot(b) {
+            return Err(Error::InvalidName);
+        }
+        let crypt = self.dir_crypt_opt(dir)?;
+        Ok(FscryptName::for_lookup(crypt.as_deref(), b)?)
+    }
+
+    /// Resolves a name given by the kernel to a backing name (spec §8.1):
+    /// through [`EncryptedFs::lookup_name`], and for a long no-key name (a
+    /// prefix and a digest of the ciphertext) by scanning `dir` with
+    /// [`FscryptName::matches`].
+    pub(super) fn resolve_name(&self, dir: &Arc<Inode>, name: &OsStr) -> Result<BackingName> {
+        let fname = self.lookup_name(dir, name)?;
+        match fname.disk_name() {
+            // A shorter ciphertext is no entry's: such backing names are
+            // foreign (the listing skips them), so they cannot be looked up.
+            Some(ct) if ct.len() >= FNAME_MIN_MSG_LEN => {
                 return Ok(BackingName::from_ciphertext(ct));
             }
-            return Err(Error::NotFound);
+            Some(_) => return Err(Error::NotFound),
+            None => {}
         }
-        // Long ciphertext: the no-key name holds a prefix and a hash; scan.
         let fd = self.dir_fd(dir)?;
         let mut d = rustix::fs::Dir::read_from(fd).map_err(sys)?;
         while let Some(ent) = d.read() {
             let ent = ent.map_err(sys)?;
             let ename = ent.file_name().to_bytes();
             if let Some(ct) = self.entry_ciphertext(dir, ename)?
-                && nk.matches(&ct)
+                && fname.matches(&ct)
             {
                 return Ok(BackingName::from_ciphertext(&ct));
             }
         }
         Err(Error::NotFound)
+    }
+
+    /// The ciphertext under which plaintext `name` is created in `dir`
+    /// ([`FscryptName::for_create`]).
+    ///
+    /// # Errors
+    /// ENOKEY without the key, ENAMETOOLONG, EINVAL for an invalid name (all
+    /// [`Error::Format`]).
+    pub(super) fn create_name(&self, dir: &Inode, name: &OsStr) -> Result<FnameBuf> {
+        let crypt = self.dir_crypt_opt(dir)?;
+        Ok(FscryptName::for_create(crypt.as_deref(), name.as_bytes())?)
     }
 
     /// The ciphertext of a backing entry, `None` for internal names.
@@ -174,14 +216,16 @@ impl EncryptedFs {
     /// Encrypts `name` for creation in `dir`, writing the long-name side file
     /// first when needed.
     pub(super) fn name_for_create(&self, dir: &Inode, name: &OsStr) -> Result<BackingName> {
-        let b = validate_name(name)?;
-        let crypt = self.dir_crypt(dir)?;
-        let ct = crypt
-            .encrypt_filename(b)
-            .map_err(|e| Error::Crypt(e.to_string()))?;
-        let bn = BackingName::from_ciphertext(&ct);
+        let ct = self.create_name(dir, name)?;
+        self.backing_name_for_create(dir, &ct)
+    }
+
+    /// The backing name of ciphertext `ct` (from [`EncryptedFs::create_name`])
+    /// in `dir`, writing the long-name side file first when needed.
+    pub(super) fn backing_name_for_create(&self, dir: &Inode, ct: &[u8]) -> Result<BackingName> {
+        let bn = BackingName::from_ciphertext(ct);
         if bn.long {
-            self.write_side_file(dir, &bn, &ct)?;
+            self.write_side_file(dir, &bn, ct)?;
         }
         Ok(bn)
     }

@@ -6,11 +6,12 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::FileExt;
 
+use fscrypt::hooks::{RenameSide, prepare_rename};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 
 use crate::error::{Error, Result, WrongType};
 use crate::inodes::{InodeNo, Kind};
-use crate::layout::{self, DIR_META_NAME, EntryName};
+use crate::layout::{self, BackingName, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
 use super::recover::crash_point;
@@ -107,7 +108,7 @@ impl EncryptedFs {
             Mode::empty(),
         )?;
         if self.has_user_entries(dfd.as_fd())? {
-            return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
+            return Err(Error::NotEmpty);
         }
         let st = rustix::fs::fstat(&dfd).map_err(sys)?;
         // The kernel holds the victim's lock, so nothing is created inside
@@ -127,7 +128,8 @@ impl EncryptedFs {
     ///
     /// # Errors
     /// `ENOKEY` without the key (as the kernel: no-key names cannot be
-    /// renamed), `EEXIST`, `ENOTEMPTY`, `EXDEV`, backing errors.
+    /// renamed) and `EXDEV` across policies (the hooks' checks), `EEXIST`,
+    /// `ENOTEMPTY`, backing errors.
     pub fn rename(
         &self,
         parent: InodeNo,
@@ -137,25 +139,56 @@ impl EncryptedFs {
         flags: u32,
     ) -> Result<()> {
         self.writable()?;
-        self.need_key()?;
         let p = self.inode(parent)?;
         let np = self.inode(newparent)?;
-        let ob = self.encrypt_name(&p, name)?;
-        let pfd = self.dir_fd(&p)?;
-        let npfd = self.dir_fd(&np)?;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
         if flags & !(libc::RENAME_EXCHANGE | libc::RENAME_NOREPLACE) != 0 {
             return Err(Error::InvalidArgument);
         }
+        let pc = self.dir_crypt_opt(&p)?;
+        let npc = self.dir_crypt_opt(&np)?;
+        let ob = self.resolve_name(&p, name)?;
+        let pfd = self.dir_fd(&p)?;
+        let npfd = self.dir_fd(&np)?;
         let src =
             rustix::fs::statat(pfd, ob.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
-        let nb = self.name_for_create(&np, newname)?;
-        let dst = match rustix::fs::statat(npfd, nb.name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(s) => Some(s),
-            Err(rustix::io::Errno::NOENT) => None,
-            Err(e) => return Err(sys(e)),
+        // The new name's ciphertext needs the key; without it the hook
+        // below refuses (ENOKEY), whatever is at the destination.
+        let new_ct = match npc {
+            Some(_) => Some(self.create_name(&np, newname)?),
+            None => None,
         };
+        let dst = match new_ct.as_ref().map(|ct| BackingName::from_ciphertext(ct)) {
+            Some(nb) => match rustix::fs::statat(npfd, nb.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            {
+                Ok(s) => Some(s),
+                Err(rustix::io::Errno::NOENT) => None,
+                Err(e) => return Err(sys(e)),
+            },
+            None => None,
+        };
+        // `__fscrypt_prepare_rename()`: ENOKEY without either directory's
+        // key, EXDEV when an entry would land under another policy.
+        let policy = Some(self.keys.policy());
+        prepare_rename(
+            RenameSide {
+                dir: policy,
+                dir_has_key: pc.is_some(),
+                inode: Some(self.link_inode(kind_of(src.st_mode))),
+            },
+            RenameSide {
+                dir: policy,
+                dir_has_key: npc.is_some(),
+                inode: dst.as_ref().map(|d| self.link_inode(kind_of(d.st_mode))),
+            },
+            p.ino == np.ino,
+            exchange,
+        )?;
+        let Some(new_ct) = new_ct else {
+            return Err(Error::NoKey);
+        };
+        let nb = self.backing_name_for_create(&np, &new_ct)?;
         if let Some(d) = &dst
             && d.st_ino == src.st_ino
         {
@@ -185,7 +218,7 @@ impl EncryptedFs {
                 Mode::empty(),
             )?;
             if self.has_user_entries(dfd.as_fd())? {
-                return Err(Error::Sys(rustix::io::Errno::NOTEMPTY));
+                return Err(Error::NotEmpty);
             }
             let mut meta = Vec::new();
             if let Ok(m) = open_entry(dfd.as_fd(), DIR_META_NAME, OFlags::RDONLY, Mode::empty()) {

@@ -50,7 +50,7 @@ impl EncryptedFs {
             &loc,
             (),
             |fd, ()| rustix::fs::fsetxattr(fd, name, value, fl),
-            Err(Error::Sys(rustix::io::Errno::PERM)),
+            Err(Error::NotPermitted),
         )
     }
 
@@ -60,7 +60,7 @@ impl EncryptedFs {
     /// `ENODATA`, `ERANGE`, `EOPNOTSUPP`, backing errors.
     pub fn getxattr(&self, ino: InodeNo, name: &OsStr, size: u32) -> Result<Vec<u8>> {
         if !name.as_bytes().starts_with(b"user.") {
-            return Err(Error::Sys(rustix::io::Errno::NODATA));
+            return Err(Error::NoXattr);
         }
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
@@ -69,7 +69,7 @@ impl EncryptedFs {
             &loc,
             &mut buf[..],
             |fd, b| rustix::fs::fgetxattr(fd, name, b),
-            Err(Error::Sys(rustix::io::Errno::NODATA)),
+            Err(Error::NoXattr),
         )?;
         buf.truncate(n);
         Ok(buf)
@@ -112,7 +112,7 @@ impl EncryptedFs {
             &loc,
             (),
             |fd, ()| rustix::fs::fremovexattr(fd, name),
-            Err(Error::Sys(rustix::io::Errno::PERM)),
+            Err(Error::NotPermitted),
         )
     }
 }

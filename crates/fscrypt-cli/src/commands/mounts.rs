@@ -1,0 +1,341 @@
+//! What is mounted where: the checks `mount` makes before it unlocks
+//! anything (mount point empty, not already a mount, not a dead mount, not
+//! inside the vault; the vault not mounted elsewhere), the fscrypt-rs
+//! daemons found through /proc, and the mounts of a vault (`status`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+use fscrypt_linux::mountinfo::{self, MountInfo};
+
+/// The file system type of our mounts in /proc/self/mountinfo.
+pub const FS_TYPE: &str = "fuse.fscrypt-rs";
+
+/// The absolute form of `path` without following a final component that
+/// may be a dead mount (canonical parent, then the name).
+pub fn absolute(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Ok(c) = std::fs::canonicalize(&abs) {
+        return c;
+    }
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map(|p| p.join(name))
+            .unwrap_or(abs),
+        _ => abs,
+    }
+}
+
+/// True when `path` is a FUSE mount whose daemon is gone ("Transport
+/// endpoint is not connected").
+pub fn is_dead_mount(path: &Path) -> bool {
+    // statfs always asks the daemon; stat may answer from the kernel's
+    // attribute cache.
+    matches!(rustix::fs::statfs(path), Err(rustix::io::Errno::NOTCONN))
+        || matches!(rustix::fs::stat(path), Err(rustix::io::Errno::NOTCONN))
+}
+
+/// The mount on top at exactly `path`, if any.
+pub fn mount_at(path: &Path) -> Option<MountInfo> {
+    mountinfo::read_mountinfo()
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == path)
+}
+
+/// The command that clears a dead mount.
+pub fn clear_command(mountpoint: &Path) -> String {
+    format!("fusermount3 -u {}", mountpoint.display())
+}
+
+/// Checks the mount point before anything is unlocked; returns it
+/// canonical.
+///
+/// # Errors
+/// A dead FUSE mount there (with the command that clears it), a missing or
+/// non-directory path, a mount already there (naming it), a mount point
+/// inside the vault or a vault inside the mount point, a non-empty
+/// directory without `allow_nonempty` (with the number of entries it would
+/// hide).
+pub fn check_mountpoint(
+    backing: &Path,
+    mountpoint: &Path,
+    allow_nonempty: bool,
+) -> anyhow::Result<PathBuf> {
+    let abs = absolute(mountpoint);
+    let stat = if is_dead_mount(&abs) {
+        Err(rustix::io::Errno::NOTCONN)
+    } else {
+        rustix::fs::stat(&abs)
+    };
+    match stat {
+        Err(rustix::io::Errno::NOTCONN) => bail!(
+            "{} is a dead FUSE mount (Transport endpoint is not connected: the daemon that served \
+             it is gone); clear it with `{}` (or `fscrypt-rs unmount {0}`), then mount again",
+            abs.display(),
+            clear_command(&abs)
+        ),
+        Err(rustix::io::Errno::NOENT) => bail!(
+            "mount point {} does not exist (create it: mkdir {0})",
+            abs.display()
+        ),
+        Err(e) => bail!("mount point {}: {e}", abs.display()),
+        Ok(st)
+            if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                != rustix::fs::FileType::Directory =>
+        {
+            bail!("mount point {} is not a directory", abs.display())
+        }
+        Ok(_) => {}
+    }
+    let mp = std::fs::canonicalize(&abs)?;
+    if let Some(m) = mount_at(&mp) {
+        bail!(
+            "{} is already a mount point ({} {}): unmount it first (`fscrypt-rs unmount {0}` or \
+             `umount {0}`), or choose another directory",
+            mp.display(),
+            m.fs_type,
+            m.source
+        );
+    }
+    if mp == backing {
+        bail!(
+            "mount point {} is the vault itself: mount it on another directory (outside the vault)",
+            mp.display()
+        );
+    }
+    if mp.starts_with(backing) {
+        bail!(
+            "mount point {} is inside the vault {}: choose a directory outside it",
+            mp.display(),
+            backing.display()
+        );
+    }
+    if backing.starts_with(&mp) {
+        bail!(
+            "the vault {} is inside the mount point {}: the mount would hide it; choose a \
+             directory outside the vault's path",
+            backing.display(),
+            mp.display()
+        );
+    }
+    if !allow_nonempty {
+        let entries = std::fs::read_dir(&mp)?.count();
+        if entries > 0 {
+            bail!(
+                "mount point {} is not empty: its {entries} {} would be hidden under the mount \
+                 while it is mounted; empty it, choose another directory, or pass --nonempty",
+                mp.display(),
+                if entries == 1 { "entry" } else { "entries" }
+            );
+        }
+    }
+    Ok(mp)
+}
+
+/// Refuses a vault that a live daemon serves already (its lock is held),
+/// naming where; notes a dead mount of it that a crashed daemon left.
+///
+/// # Errors
+/// The vault is mounted, or its lock cannot be examined.
+pub fn check_vault_free(backing: &Path) -> anyhow::Result<()> {
+    let mounts = vault_mounts(backing);
+    if fscrypt_fuse::VaultLock::is_held(backing)? {
+        let live: Vec<String> = mounts
+            .iter()
+            .filter(|m| m.state != MountState::Dead)
+            .map(|m| match m.pid {
+                Some(pid) => format!("{} (daemon pid {pid})", m.mount_point.display()),
+                None => m.mount_point.display().to_string(),
+            })
+            .collect();
+        if live.is_empty() {
+            bail!(
+                "the vault {} is already mounted (a fscrypt-rs daemon holds its lock, at a mount \
+                 point not visible here): unmount it first",
+                backing.display()
+            );
+        }
+        bail!(
+            "the vault {} is already mounted at {}: unmount it there first (`fscrypt-rs unmount \
+             {}`); two mounts of one vault would show each other stale data",
+            backing.display(),
+            live.join(", "),
+            mounts
+                .iter()
+                .find(|m| m.state != MountState::Dead)
+                .map_or_else(String::new, |m| m.mount_point.display().to_string())
+        );
+    }
+    for m in mounts.iter().filter(|m| m.state == MountState::Dead) {
+        eprintln!(
+            "fscrypt-rs: note: {} was mounted at {} by a daemon that is gone; that mount is dead \
+             (clear it with `{}`)",
+            backing.display(),
+            m.mount_point.display(),
+            clear_command(&m.mount_point)
+        );
+    }
+    Ok(())
+}
+
+/// A `fscrypt-rs mount … --foreground` process (a daemon or a foreground
+/// mount), from its command line.
+#[derive(Debug, Clone)]
+pub struct Daemon {
+    /// Its pid.
+    pub pid: u32,
+    /// The vault, absolute.
+    pub cipherdir: PathBuf,
+    /// The mount point, absolute.
+    pub mountpoint: PathBuf,
+    /// Mounted `--locked`.
+    pub locked: bool,
+}
+
+/// Options of `fscrypt-rs mount` that take a value (skipped when looking
+/// for the two positional arguments).
+const VALUE_OPTIONS: &[&[u8]] = &[b"--key-file", b"-o", b"--log-file"];
+
+/// The running `fscrypt-rs mount --foreground` processes this user can
+/// see (others are skipped).
+pub fn daemons() -> Vec<Daemon> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let argv: Vec<&[u8]> = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .collect();
+        let is_ours = argv.first().is_some_and(|a0| {
+            let name = a0.rsplit(|&b| b == b'/').next().unwrap_or(a0);
+            name.windows(10).any(|w| w == b"fscrypt-rs")
+        });
+        if !is_ours || argv.get(1) != Some(&&b"mount"[..]) {
+            continue;
+        }
+        if !argv.iter().any(|a| *a == b"--foreground" || *a == b"-f") {
+            continue;
+        }
+        let mut positional = Vec::new();
+        let mut rest = argv[2..].iter();
+        while let Some(a) = rest.next() {
+            if VALUE_OPTIONS.contains(a) {
+                rest.next();
+            } else if a.first() != Some(&b'-') {
+                positional.push(*a);
+            }
+        }
+        let [cipherdir, mountpoint] = positional[..] else {
+            continue;
+        };
+        let resolve = |p: &[u8]| -> Option<PathBuf> {
+            let p = Path::new(std::str::from_utf8(p).ok()?);
+            if p.is_absolute() {
+                Some(p.to_path_buf())
+            } else {
+                Some(std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?.join(p))
+            }
+        };
+        let (Some(c), Some(m)) = (resolve(cipherdir), resolve(mountpoint)) else {
+            continue;
+        };
+        out.push(Daemon {
+            pid,
+            cipherdir: std::fs::canonicalize(&c).unwrap_or(c),
+            mountpoint: absolute(&m),
+            locked: argv.iter().any(|a| *a == b"--locked"),
+        });
+    }
+    out.sort_by_key(|d| d.pid);
+    out
+}
+
+/// The state of one mount of a vault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountState {
+    /// Served, with the key.
+    Unlocked,
+    /// Served without the key (`--locked`).
+    Locked,
+    /// Served; whether with the key is unknown (its daemon is not visible).
+    Mounted,
+    /// The daemon is gone ("Transport endpoint is not connected").
+    Dead,
+}
+
+impl MountState {
+    /// The word `status` prints.
+    pub fn word(self) -> &'static str {
+        match self {
+            MountState::Unlocked => "unlocked",
+            MountState::Locked => "locked",
+            MountState::Mounted => "mounted",
+            MountState::Dead => "dead",
+        }
+    }
+}
+
+/// One mount of a vault.
+#[derive(Debug, Clone)]
+pub struct VaultMount {
+    /// Where.
+    pub mount_point: PathBuf,
+    /// Locked, unlocked, dead.
+    pub state: MountState,
+    /// The daemon serving it, when visible.
+    pub pid: Option<u32>,
+}
+
+/// The mounts of the vault `backing` (canonical): fscrypt-rs mounts whose
+/// source is the vault, and those the daemons name.
+pub fn vault_mounts(backing: &Path) -> Vec<VaultMount> {
+    let daemons = daemons();
+    let table = mountinfo::read_mountinfo().unwrap_or_default();
+    let mut out: Vec<VaultMount> = Vec::new();
+    for m in table.iter().filter(|m| m.fs_type == FS_TYPE) {
+        let daemon = daemons.iter().find(|d| d.mountpoint == m.mount_point);
+        let ours = daemon.map_or(Path::new(&m.source) == backing, |d| d.cipherdir == backing);
+        if !ours || out.iter().any(|o| o.mount_point == m.mount_point) {
+            continue;
+        }
+        let state = if is_dead_mount(&m.mount_point) {
+            MountState::Dead
+        } else {
+            match daemon {
+                Some(d) if d.locked => MountState::Locked,
+                Some(_) => MountState::Unlocked,
+                None => MountState::Mounted,
+            }
+        };
+        out.push(VaultMount {
+            mount_point: m.mount_point.clone(),
+            state,
+            pid: daemon.map(|d| d.pid),
+        });
+    }
+    out
+}
+
+/// The vault directory holding `path` (the directory itself or an
+/// ancestor with a vault config), if any.
+pub fn enclosing_vault(path: &Path) -> Option<PathBuf> {
+    let canon = std::fs::canonicalize(path).ok()?;
+    canon
+        .ancestors()
+        .find(|dir| fscrypt_fuse::vault::Vault::config_path(dir).is_file())
+        .map(Path::to_path_buf)
+}

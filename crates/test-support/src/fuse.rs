@@ -1,0 +1,128 @@
+//! The in-process mount harness of the real-mount tests (feature `fuse`):
+//! a vault (backing directory with its root context, mount point) mounted
+//! by `fscrypt_fuse::mount_background` in a thread of the test process, and
+//! unmounted when dropped, even when the test panics.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fscrypt::{KeyIdentifier, MasterKey, PolicyV2};
+use fscrypt_fuse::{BackgroundMount, MountConfig};
+
+use crate::TempDir;
+use crate::mount::{is_mounted, wait_mounted};
+
+/// The test master key: 64 fixed bytes.
+pub const KEY: [u8; 64] = {
+    let mut k = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        k[i] = (i as u8).wrapping_mul(7).wrapping_add(3);
+        i += 1;
+    }
+    k
+};
+
+/// [`KEY`] as a master key.
+pub fn master() -> MasterKey {
+    MasterKey::new(&KEY).expect("master key")
+}
+
+/// The default v2 policy for [`KEY`].
+pub fn policy() -> PolicyV2 {
+    let id: KeyIdentifier = master().identifier();
+    PolicyV2::new_default(id)
+}
+
+/// The mount configuration the tests use (`allow_other`, and `suid`/`dev`
+/// as on a local filesystem, for the POSIX suites).
+pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountConfig {
+    MountConfig {
+        backing_dir: backing.to_path_buf(),
+        policy,
+        master_key: if unlocked { Some(master()) } else { None },
+        read_only: false,
+        allow_other: true,
+        suid: true,
+        dev: true,
+        fs_name: "fscrypt-test".into(),
+    }
+}
+
+/// Mounts `config` on `mnt` in the background and waits (up to 5 s) until
+/// the mount is live.
+///
+/// # Panics
+/// If mounting fails or the mount does not appear.
+pub fn mount_live(config: MountConfig, mnt: &Path) -> BackgroundMount {
+    let m = fscrypt_fuse::mount_background(config, mnt).expect("mount");
+    assert!(
+        wait_mounted(mnt, Duration::from_secs(5)),
+        "mount did not appear"
+    );
+    m
+}
+
+/// A vault: backing dir (with root context), mountpoint, maybe a live mount
+/// (unmounted on drop).
+pub struct Vault {
+    /// The live mount, if any.
+    pub mount: Option<BackgroundMount>,
+    /// The mount point.
+    pub mnt: TempDir,
+    /// The backing directory.
+    pub backing: TempDir,
+    /// The root directory's policy.
+    pub policy: PolicyV2,
+}
+
+impl Vault {
+    /// A new vault with the default policy, mounted with the key.
+    pub fn new(tag: &str) -> Vault {
+        Vault::with_policy(tag, policy())
+    }
+
+    /// A new vault with `policy`, mounted with the key.
+    pub fn with_policy(tag: &str, policy: PolicyV2) -> Vault {
+        let backing = TempDir::new(&format!("{tag}-backing"));
+        let mnt = TempDir::new(&format!("{tag}-mnt"));
+        fscrypt_fuse::create_root(backing.path(), &policy).expect("create_root");
+        let mut v = Vault {
+            mount: None,
+            mnt,
+            backing,
+            policy,
+        };
+        v.remount(true);
+        v
+    }
+
+    /// The configuration of this vault's mounts.
+    pub fn config(&self, unlocked: bool) -> MountConfig {
+        mount_config(self.backing.path(), self.policy, unlocked)
+    }
+
+    /// (Re)mounts, with the key or locked.
+    pub fn remount(&mut self, unlocked: bool) {
+        if let Some(m) = self.mount.take() {
+            m.unmount().expect("unmount");
+        }
+        self.mount = Some(mount_live(self.config(unlocked), self.mnt.path()));
+    }
+
+    /// A path in the mount.
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.mnt.path().join(rel)
+    }
+}
+
+impl Drop for Vault {
+    fn drop(&mut self) {
+        if let Some(m) = self.mount.take() {
+            let _ = m.unmount();
+        }
+        if is_mounted(self.mnt.path()) {
+            crate::clear_mount(self.mnt.path());
+        }
+    }
+}
