@@ -5,6 +5,7 @@ pub mod add_key;
 pub mod bench;
 pub mod crypt;
 pub mod demo;
+pub mod fsck;
 pub mod generate_key;
 pub mod get_policy;
 pub mod import_key;

@@ -66,6 +66,10 @@ enum Command {
     Mount(commands::mount::Args),
     /// Unmount a vault mounted with `fscrypt-rs mount`.
     Unmount(commands::unmount::Args),
+    /// Check a vault's backing store (and with --repair remove what
+    /// interrupted operations left behind). Exit 0 clean, 1 problems, 2
+    /// could not run, 12 wrong passphrase or key file.
+    Fsck(commands::fsck::Args),
     /// Show the encrypted filesystem end to end in a temporary directory.
     Demo(commands::demo::Args),
     /// Add a master key to a filesystem's keyring and print its identifier.
@@ -198,6 +202,7 @@ fn main() -> ExitCode {
             | Command::Passwd(_)
             | Command::Protector(_)
             | Command::Mount(_)
+            | Command::Fsck(_)
             | Command::Demo(_)
             | Command::AddKey(_)
             | Command::ImportKey(_)
@@ -215,6 +220,7 @@ fn main() -> ExitCode {
         Command::Info(args) => commands::info::exec(args),
         Command::Mount(args) => commands::mount::exec(args),
         Command::Unmount(args) => commands::unmount::exec(args),
+        Command::Fsck(args) => commands::fsck::exec(args),
         Command::Demo(args) => commands::demo::exec(args),
         Command::AddKey(args) => commands::add_key::exec(args),
         Command::RemoveKey(args) => commands::remove_key::exec(args),

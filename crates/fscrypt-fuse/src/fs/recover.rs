@@ -21,9 +21,10 @@ use rustix::io::Errno;
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::ROOT;
 use crate::layout::{
-    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_USED, Header, HeaderKind,
-    LONG_NAME_SUFFIX, LONG_PREFIX, SYMLINK_MARKER_PREFIX, SYMLINK_STORE_DIR, TMP_PREFIX,
+    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, LONG_NAME_SUFFIX,
+    SYMLINK_MARKER_PREFIX, SYMLINK_STORE_DIR,
 };
+use fscrypt_vault::leftovers;
 
 use super::{EncryptedFs, sys};
 
@@ -47,14 +48,7 @@ pub(crate) fn crash_point(_point: &str) {}
 
 /// A fresh temporary name `fscrypt.tmp.<16 random base64url characters>`.
 pub(super) fn tmp_name() -> Result<String> {
-    let mut rnd = [0u8; 12];
-    crate::crypt::random(&mut rnd)?;
-    let mut out = [0u8; 16];
-    let n = layout::b64_encode(&rnd, &mut out);
-    Ok(format!(
-        "{TMP_PREFIX}{}",
-        String::from_utf8_lossy(&out[..n])
-    ))
+    Ok(leftovers::tmp_name()?)
 }
 
 /// Set once `O_TMPFILE` turned out unsupported by the backing filesystem.
@@ -156,7 +150,7 @@ struct Recovered {
 }
 
 /// How deep the recovery pass descends (one fd per level).
-const MAX_DEPTH: usize = 1024;
+const MAX_DEPTH: usize = leftovers::MAX_DEPTH;
 
 impl EncryptedFs {
     fn with_root<T>(&self, f: impl FnOnce(BorrowedFd<'_>) -> Result<T>) -> Result<T> {
@@ -336,7 +330,7 @@ impl EncryptedFs {
             self.recover_dir(rfd, 0, &mut rec, scan_symlinks.then_some(&mut referenced))?;
             if let Some(d) = &store {
                 for (n, _) in dir_names(d.as_fd())? {
-                    if (n.starts_with(TMP_PREFIX.as_bytes())
+                    if (leftovers::is_temporary(&n)
                         || (layout::is_store_id(&n) && !referenced.contains(&n)))
                         && rustix::fs::unlinkat(d, n.as_slice(), AtFlags::empty()).is_ok()
                     {
@@ -369,9 +363,9 @@ impl EncryptedFs {
                 EntryName::Internal => {
                     if n == DIR_META_NAME.as_bytes() {
                         has_meta = true;
-                    } else if n.starts_with(TMP_PREFIX.as_bytes()) {
+                    } else if leftovers::is_temporary(n) {
                         let r = if *t == FileType::Directory {
-                            remove_tree(dfd, n, 0)
+                            remove_tree(dfd, n)
                         } else {
                             rustix::fs::unlinkat(dfd, n, AtFlags::empty()).map_err(sys)
                         };
@@ -382,9 +376,7 @@ impl EncryptedFs {
                                 log::warn!("fscrypt-fuse: recovery: cannot remove {shown}: {e}");
                             }
                         }
-                    } else if let Some(entry) = n.strip_suffix(LONG_NAME_SUFFIX.as_bytes())
-                        && entry.starts_with(LONG_PREFIX.as_bytes())
-                        && layout::classify(entry) == EntryName::Long
+                    } else if let Some(entry) = leftovers::side_file_owner(n)
                         && !names.contains(entry)
                         && rustix::fs::unlinkat(dfd, n, AtFlags::empty()).is_ok()
                     {
@@ -418,7 +410,9 @@ impl EncryptedFs {
                         // create interrupted before this version (or by a power
                         // loss before the header reached the disk). It cannot
                         // be read or repaired; remove it.
-                        FileType::RegularFile if size == Some(0) => {
+                        FileType::RegularFile
+                            if size.is_some_and(|l| leftovers::is_headerless(l as u64)) =>
+                        {
                             if rustix::fs::unlinkat(dfd, n, AtFlags::empty()).is_ok() {
                                 rec.empty_files += 1;
                                 if long {
@@ -506,36 +500,7 @@ impl EncryptedFs {
     /// Writes a fresh directory metadata file into `dfd` (complete before it
     /// gets its name).
     fn write_dir_meta(&self, dfd: BorrowedFd<'_>) -> Result<()> {
-        let h = Header {
-            kind: HeaderKind::Directory,
-            context: self.keys.new_context()?,
-            size: 0,
-        };
-        let tmp = tmp_name()?;
-        let f = rustix::fs::openat(
-            dfd,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(sys)?;
-        let r = File::from(f)
-            .write_all_at(&h.to_bytes()[..HEADER_USED], 0)
-            .map_err(Error::from)
-            .and_then(|()| {
-                rustix::fs::renameat_with(
-                    dfd,
-                    tmp.as_str(),
-                    dfd,
-                    DIR_META_NAME,
-                    RenameFlags::NOREPLACE,
-                )
-                .map_err(sys)
-            });
-        if r.is_err() {
-            let _ = rustix::fs::unlinkat(dfd, tmp.as_str(), AtFlags::empty());
-        }
-        r
+        Ok(leftovers::write_dir_meta(dfd, &self.keys.new_context()?)?)
     }
 }
 
@@ -560,46 +525,14 @@ impl Drop for EncryptedFs {
     }
 }
 
-/// The entries of a directory (without `.` and `..`) with their types.
+/// The entries of a directory (without `.` and `..`) with their types
+/// (`fscrypt_vault::leftovers`, shared with `fscrypt-rs fsck`).
 fn dir_names(dfd: BorrowedFd<'_>) -> Result<Vec<(Vec<u8>, FileType)>> {
-    let mut out = Vec::new();
-    let mut d = rustix::fs::Dir::read_from(dfd).map_err(sys)?;
-    while let Some(ent) = d.read() {
-        let ent = ent.map_err(sys)?;
-        let n = ent.file_name().to_bytes();
-        if n != b"." && n != b".." {
-            out.push((n.to_vec(), ent.file_type()));
-        }
-    }
-    Ok(out)
+    Ok(leftovers::dir_entries(dfd)?)
 }
 
 /// Removes the directory `name` in `parent` and everything in it, never
 /// following a symlink (temporary directories only).
-fn remove_tree(parent: BorrowedFd<'_>, name: &[u8], depth: usize) -> Result<()> {
-    if depth < MAX_DEPTH {
-        let d = rustix::fs::openat(
-            parent,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(sys)?;
-        for (n, t) in dir_names(d.as_fd())? {
-            let is_dir = match t {
-                FileType::Unknown => {
-                    rustix::fs::statat(&d, n.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
-                        .map(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
-                        .unwrap_or(false)
-                }
-                t => t == FileType::Directory,
-            };
-            if is_dir {
-                remove_tree(d.as_fd(), &n, depth + 1)?;
-            } else {
-                rustix::fs::unlinkat(&d, n.as_slice(), AtFlags::empty()).map_err(sys)?;
-            }
-        }
-    }
-    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(sys)
+fn remove_tree(parent: BorrowedFd<'_>, name: &[u8]) -> Result<()> {
+    Ok(leftovers::remove_tree(parent, name)?)
 }

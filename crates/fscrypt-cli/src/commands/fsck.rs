@@ -1,0 +1,256 @@
+//! `fscrypt-rs fsck CIPHERDIR`: check a vault's backing store
+//! (`fscrypt_vault::fsck`), print one line per problem and a summary (or
+//! JSON), and with `--repair` remove what interrupted operations left
+//! behind.
+//!
+//! Exit status: [`EXIT_CLEAN`] (0) nothing wrong (or everything repaired),
+//! [`EXIT_PROBLEMS`] (1) problems found (remaining after `--repair`),
+//! [`EXIT_CANNOT_RUN`] (2) the check could not run (bad arguments, not a
+//! vault, a repair on a mounted vault, ...; clap's usage errors are 2 too),
+//! [`secret::EXIT_WRONG_SECRET`] (12, as `mount`) a wrong passphrase or key
+//! file.
+//!
+//! A mounted vault is recognised by the lock its daemon holds (an advisory
+//! `flock` on the backing root, [`fscrypt_vault::fsck::is_locked`]) and, for
+//! daemons without that lock, by a `fuse.fscrypt-rs` mount in
+//! `/proc/self/mountinfo` whose source is the vault's path. `--repair`
+//! refuses a mounted vault and holds the lock while it runs, so no mount
+//! can start meanwhile; a check without `--repair` runs, with a warning
+//! (operations in progress may show as leftovers) and without the
+//! clean-marker check (a read-write mount removes the marker).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use fscrypt_vault::Vault;
+use fscrypt_vault::fsck::{self, Options, Report};
+
+use super::secret;
+
+/// Exit status: the vault is clean (or every problem was repaired).
+pub const EXIT_CLEAN: u8 = 0;
+/// Exit status: problems found (or remaining after `--repair`).
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit status: the check could not run.
+pub const EXIT_CANNOT_RUN: u8 = 2;
+
+/// Arguments of `fscrypt-rs fsck`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The vault (directory made by `fscrypt-rs init`).
+    pub cipherdir: PathBuf,
+    /// Unlock with this key file (names are decrypted and shown in
+    /// plaintext) instead of a passphrase.
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+    /// Check without the key: structure only, paths shown with no-key names
+    /// (no passphrase asked).
+    #[arg(long, conflicts_with = "key_file")]
+    pub no_key: bool,
+    /// Remove what interrupted operations left behind (temporary entries,
+    /// orphan long-name side files, 0-byte files, unreferenced symlink
+    /// store objects, stale data units past a file's size), give empty
+    /// directories without metadata a fresh one, write a missing clean
+    /// marker. Never touches anything else. Refused while the vault is
+    /// mounted.
+    #[arg(long)]
+    pub repair: bool,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `fscrypt-rs fsck`.
+pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    match run(&args) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::BrokenPipe
+            {
+                return Ok(ExitCode::from(EXIT_PROBLEMS));
+            }
+            eprintln!("fscrypt-rs: fsck: {e:#}");
+            Ok(ExitCode::from(EXIT_CANNOT_RUN))
+        }
+    }
+}
+
+/// Whether a `fuse.fscrypt-rs` mount serves `cipherdir` (its source is the
+/// vault's canonical path, the daemon's default `fsname`).
+fn mounted_per_mountinfo(cipherdir: &Path) -> bool {
+    let Ok(canon) = std::fs::canonicalize(cipherdir) else {
+        return false;
+    };
+    let canon = canon.to_string_lossy().into_owned();
+    fscrypt_linux::mountinfo::read_mountinfo()
+        .map(|mounts| {
+            mounts
+                .iter()
+                .any(|m| m.fs_type == "fuse.fscrypt-rs" && m.source == canon)
+        })
+        .unwrap_or(false)
+}
+
+fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let vault = Vault::open(&args.cipherdir)?;
+    let master = if args.no_key {
+        None
+    } else if let Some(path) = &args.key_file {
+        let bytes = secret::read_key_file(path)?;
+        match vault.unlock_with_key_file(&bytes) {
+            Ok(m) => Some(m),
+            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        if !vault.has_passphrase() {
+            bail!(
+                "{} has no passphrase protector: give --key-file, or check without the key (--no-key)",
+                args.cipherdir.display()
+            );
+        }
+        let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
+        let pass = secret::read_passphrase(&prompt, false)?;
+        match vault.unlock_with_passphrase(&pass) {
+            Ok(m) => Some(m),
+            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let by_mountinfo = mounted_per_mountinfo(&args.cipherdir);
+    if args.repair && by_mountinfo {
+        bail!(
+            "{} is mounted (a fuse.fscrypt-rs mount in /proc/self/mountinfo): unmount it before fsck --repair",
+            args.cipherdir.display()
+        );
+    }
+    let mounted = by_mountinfo || (!args.repair && fsck::is_locked(&args.cipherdir)?);
+    if mounted {
+        eprintln!(
+            "fscrypt-rs: fsck: warning: {} is mounted: operations in progress may show as problems, and the clean marker is not checked; unmount it for an exact check",
+            args.cipherdir.display()
+        );
+    }
+    let report = fsck::check(
+        &args.cipherdir,
+        vault.policy(),
+        &Options {
+            master: master.as_ref(),
+            repair: args.repair,
+            check_clean_marker: !mounted,
+        },
+    )?;
+    drop(master);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", json(&args.cipherdir, &report, mounted))?;
+    } else {
+        print_text(&mut out, &args.cipherdir, &report)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::from(if report.remaining() == 0 {
+        EXIT_CLEAN
+    } else {
+        EXIT_PROBLEMS
+    }))
+}
+
+fn backing_path(cipherdir: &Path, rel: &str) -> String {
+    let base = fsck::show_bytes(cipherdir.as_os_str().as_encoded_bytes());
+    if rel.is_empty() {
+        base
+    } else if base.ends_with('/') {
+        format!("{base}{rel}")
+    } else {
+        format!("{base}/{rel}")
+    }
+}
+
+fn print_text(out: &mut impl Write, cipherdir: &Path, r: &Report) -> anyhow::Result<()> {
+    for p in &r.problems {
+        let path = match &p.path {
+            Some(path) => format!(" ({path})"),
+            None => String::new(),
+        };
+        writeln!(
+            out,
+            "{}: {}{path}: {}; {}",
+            p.kind,
+            backing_path(cipherdir, &p.backing),
+            p.detail,
+            p.action
+        )?;
+    }
+    let s = &r.stats;
+    let outcome = if r.problems.is_empty() {
+        "clean".to_owned()
+    } else if r.repair {
+        format!(
+            "{} problem(s): {} repaired, {} remaining",
+            r.problems.len(),
+            r.repaired(),
+            r.remaining()
+        )
+    } else {
+        format!(
+            "{} problem(s): {} repairable with --repair, {} not",
+            r.problems.len(),
+            r.repairable(),
+            r.problems.len() - r.repairable()
+        )
+    };
+    writeln!(
+        out,
+        "fsck {} ({}): {} directories, {} files, {} symlinks, {} special files, {} symlink store objects; {outcome}",
+        fsck::show_bytes(cipherdir.as_os_str().as_encoded_bytes()),
+        if r.with_key {
+            "with the key"
+        } else {
+            "without the key: no-key names"
+        },
+        s.directories,
+        s.files,
+        s.symlinks,
+        s.special,
+        s.store_objects,
+    )
+    .context("writing the report")?;
+    Ok(())
+}
+
+fn json(cipherdir: &Path, r: &Report, mounted: bool) -> serde_json::Value {
+    let problems: Vec<_> = r
+        .problems
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "kind": p.kind.as_str(),
+                "backing_path": backing_path(cipherdir, &p.backing),
+                "path": p.path,
+                "detail": p.detail,
+                "status": p.action.status(),
+                "action": p.action.to_string(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "cipherdir": fsck::show_bytes(cipherdir.as_os_str().as_encoded_bytes()),
+        "with_key": r.with_key,
+        "repair": r.repair,
+        "mounted": mounted,
+        "stats": {
+            "directories": r.stats.directories,
+            "files": r.stats.files,
+            "symlinks": r.stats.symlinks,
+            "special": r.stats.special,
+            "store_objects": r.stats.store_objects,
+        },
+        "problems": problems,
+        "repaired": r.repaired(),
+        "remaining": r.remaining(),
+        "clean": r.remaining() == 0,
+    })
+}

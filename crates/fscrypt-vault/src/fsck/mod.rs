@@ -1,0 +1,454 @@
+//! `fscrypt-rs fsck`: checks every entry of a vault's backing store against
+//! the format (`docs/vault-format.md`), and with `repair` removes what an
+//! interrupted operation left behind — the same things, by the same rules
+//! ([`crate::leftovers`]), as the mount's recovery pass — and nothing else.
+//!
+//! The backing store is read as untrusted input: every object is opened
+//! relative to its directory's file descriptor with `O_NOFOLLOW` (regular
+//! files first as `O_PATH`, checked to be regular files, then reopened, so a
+//! device node or FIFO planted under a name is never opened), reads are
+//! bounded, and nothing in the bytes can make the check panic, loop or leave
+//! the vault. Without the master key the check is structural and paths are
+//! shown with the kernel's no-key names; with it every name (and symlink
+//! target) is also decrypted, names are re-encrypted and must give back
+//! their own ciphertext, and paths are shown in plaintext.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let vault = fscrypt_vault::Vault::open("/srv/cipher".as_ref())?;
+//! let report = fscrypt_vault::fsck::check(
+//!     vault.dir(),
+//!     vault.policy(),
+//!     &fscrypt_vault::fsck::Options::default(),
+//! )?;
+//! for p in &report.problems {
+//!     println!("{}: {} ({})", p.kind, p.backing, p.detail);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod walk;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use fscrypt::{MasterKey, PolicyV2};
+
+/// What to check and whether to repair.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// The vault's master key: names and symlink targets are decrypted
+    /// (and paths shown in plaintext) when present.
+    pub master: Option<&'a MasterKey>,
+    /// Remove (or restore) what is safe to ([`Fix`]); needs that no mount
+    /// serves the vault (checked with the daemon's lock, see [`check`]).
+    pub repair: bool,
+    /// Report a missing clean-unmount marker (`fscrypt.clean`). Off while a
+    /// mount serves the vault: a read-write mount removes the marker.
+    pub check_clean_marker: bool,
+}
+
+/// One kind of damage or leftover. The names ([`Kind::as_str`]) are
+/// stable: they are printed and used in `--json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A `fscrypt.tmp.*` entry: an object whose creation was interrupted.
+    Temporary,
+    /// A long-name side file whose entry is gone.
+    OrphanSideFile,
+    /// A 0-byte backing regular file: it never held a header.
+    HeaderlessFile,
+    /// An empty directory without `fscrypt.dir` (interrupted rmdir).
+    EmptyDirWithoutMetadata,
+    /// A store object no symlink names.
+    UnreferencedStoreObject,
+    /// No `fscrypt.clean` in the root: the next mount runs the recovery pass.
+    MissingCleanMarker,
+    /// Data units stored past those covering the size (an extending write
+    /// whose size update was lost; invisible).
+    ExcessDataUnits,
+    /// A header shorter than its 72 bytes.
+    HeaderTruncated,
+    /// A header without the `FSCRYPT\0` magic.
+    BadMagic,
+    /// A header of an unknown format version.
+    BadVersion,
+    /// A header of an unknown or unexpected kind.
+    BadKind,
+    /// A header whose region size or reserved bytes are wrong.
+    BadHeaderField,
+    /// A header whose checksum does not match.
+    BadChecksum,
+    /// A context that does not parse or is not of the vault's policy.
+    BadContext,
+    /// A backing file length that is not header + whole data units.
+    BadLength,
+    /// A name that is not base64url ciphertext (a foreign or damaged name).
+    BadName,
+    /// A ciphertext name of a length the policy's padding cannot produce.
+    BadNameLength,
+    /// A name that does not decrypt with the key.
+    UndecryptableName,
+    /// A name that decrypts but does not re-encrypt to itself.
+    NonCanonicalName,
+    /// A long-name entry without its side file.
+    LongNameWithoutSideFile,
+    /// A long-name side file that does not match its entry.
+    BadSideFile,
+    /// A directory without `fscrypt.dir` that has entries (or the root).
+    DirWithoutMetadata,
+    /// A symlink target that does not decode.
+    BadSymlink,
+    /// A symlink target that does not decrypt with the key.
+    UndecryptableSymlink,
+    /// A `fscrypt.symlink.*` marker that is malformed.
+    BadSymlinkMarker,
+    /// A marker naming a store object that does not exist.
+    MissingStoreObject,
+    /// A store object that does not decode.
+    BadStoreObject,
+    /// `fscrypt.symlinks` that is not a directory or cannot be read.
+    BadSymlinkStore,
+    /// A `fscrypt.*` name this version does not know.
+    UnknownInternalName,
+    /// A config file left by an interrupted config write.
+    ConfigTemporary,
+    /// An internal entry of the wrong file type.
+    WrongType,
+    /// A backing directory on another filesystem (not descended).
+    MountPoint,
+    /// A directory nested deeper than the walk descends.
+    TooDeep,
+    /// An entry that could not be read.
+    Unreadable,
+}
+
+impl Kind {
+    /// Every kind, in the order of the documentation.
+    pub const ALL: &'static [Kind] = &[
+        Kind::Temporary,
+        Kind::OrphanSideFile,
+        Kind::HeaderlessFile,
+        Kind::EmptyDirWithoutMetadata,
+        Kind::UnreferencedStoreObject,
+        Kind::MissingCleanMarker,
+        Kind::ExcessDataUnits,
+        Kind::HeaderTruncated,
+        Kind::BadMagic,
+        Kind::BadVersion,
+        Kind::BadKind,
+        Kind::BadHeaderField,
+        Kind::BadChecksum,
+        Kind::BadContext,
+        Kind::BadLength,
+        Kind::BadName,
+        Kind::BadNameLength,
+        Kind::UndecryptableName,
+        Kind::NonCanonicalName,
+        Kind::LongNameWithoutSideFile,
+        Kind::BadSideFile,
+        Kind::DirWithoutMetadata,
+        Kind::BadSymlink,
+        Kind::UndecryptableSymlink,
+        Kind::BadSymlinkMarker,
+        Kind::MissingStoreObject,
+        Kind::BadStoreObject,
+        Kind::BadSymlinkStore,
+        Kind::UnknownInternalName,
+        Kind::ConfigTemporary,
+        Kind::WrongType,
+        Kind::MountPoint,
+        Kind::TooDeep,
+        Kind::Unreadable,
+    ];
+
+    /// The stable name of the kind (kebab-case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Temporary => "temporary",
+            Kind::OrphanSideFile => "orphan-side-file",
+            Kind::HeaderlessFile => "headerless-file",
+            Kind::EmptyDirWithoutMetadata => "empty-dir-without-metadata",
+            Kind::UnreferencedStoreObject => "unreferenced-store-object",
+            Kind::MissingCleanMarker => "missing-clean-marker",
+            Kind::ExcessDataUnits => "excess-data-units",
+            Kind::HeaderTruncated => "header-truncated",
+            Kind::BadMagic => "bad-magic",
+            Kind::BadVersion => "bad-version",
+            Kind::BadKind => "bad-kind",
+            Kind::BadHeaderField => "bad-header-field",
+            Kind::BadChecksum => "bad-checksum",
+            Kind::BadContext => "bad-context",
+            Kind::BadLength => "bad-length",
+            Kind::BadName => "bad-name",
+            Kind::BadNameLength => "bad-name-length",
+            Kind::UndecryptableName => "undecryptable-name",
+            Kind::NonCanonicalName => "non-canonical-name",
+            Kind::LongNameWithoutSideFile => "long-name-without-side-file",
+            Kind::BadSideFile => "bad-side-file",
+            Kind::DirWithoutMetadata => "dir-without-metadata",
+            Kind::BadSymlink => "bad-symlink",
+            Kind::UndecryptableSymlink => "undecryptable-symlink",
+            Kind::BadSymlinkMarker => "bad-symlink-marker",
+            Kind::MissingStoreObject => "missing-store-object",
+            Kind::BadStoreObject => "bad-store-object",
+            Kind::BadSymlinkStore => "bad-symlink-store",
+            Kind::UnknownInternalName => "unknown-internal-name",
+            Kind::ConfigTemporary => "config-temporary",
+            Kind::WrongType => "wrong-type",
+            Kind::MountPoint => "mount-point",
+            Kind::TooDeep => "too-deep",
+            Kind::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A repair `--repair` performs (only for leftovers a crash can produce,
+/// never for a user's data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fix {
+    /// Remove the entry (a temporary, orphan side file, store object).
+    Remove,
+    /// Remove the temporary directory and everything in it.
+    RemoveTree,
+    /// Remove the 0-byte file (and its side file for a long name).
+    RemoveHeaderless,
+    /// Give the empty directory a fresh `fscrypt.dir`.
+    RestoreDirMeta,
+    /// Cut the backing file to the data units that cover its size (what a
+    /// read-write mount does when it next opens the file).
+    Truncate,
+    /// Write `fscrypt.clean` (after every other repair succeeded).
+    WriteCleanMarker,
+}
+
+impl Fix {
+    /// What the repair does, as an imperative ("remove it").
+    pub fn would(self) -> &'static str {
+        match self {
+            Fix::Remove => "remove it",
+            Fix::RemoveTree => "remove it and everything in it",
+            Fix::RemoveHeaderless => "remove it (it holds nothing)",
+            Fix::RestoreDirMeta => "give it a fresh fscrypt.dir",
+            Fix::Truncate => "cut off the data units past the size",
+            Fix::WriteCleanMarker => "write it",
+        }
+    }
+
+    /// What the repair did ("removed").
+    pub fn done(self) -> &'static str {
+        match self {
+            Fix::Remove | Fix::RemoveTree | Fix::RemoveHeaderless => "removed",
+            Fix::RestoreDirMeta => "fresh fscrypt.dir written",
+            Fix::Truncate => "cut off",
+            Fix::WriteCleanMarker => "written",
+        }
+    }
+}
+
+/// What happens (or happened) about a problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `--repair` would apply the fix (check only).
+    Repairable(Fix),
+    /// The fix was applied.
+    Repaired(Fix),
+    /// The fix was tried and failed (the error).
+    RepairFailed(Fix, String),
+    /// Not repaired, and why (what the user can do).
+    NotRepaired(&'static str),
+}
+
+impl Action {
+    /// Whether the problem is still there after this run.
+    pub fn remains(&self) -> bool {
+        !matches!(self, Action::Repaired(_))
+    }
+
+    /// A stable one-word status for `--json`: `repairable`, `repaired`,
+    /// `repair-failed` or `not-repaired`.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Action::Repairable(_) => "repairable",
+            Action::Repaired(_) => "repaired",
+            Action::RepairFailed(..) => "repair-failed",
+            Action::NotRepaired(_) => "not-repaired",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Repairable(fix) => write!(f, "--repair would {}", fix.would()),
+            Action::Repaired(fix) => write!(f, "repaired: {}", fix.done()),
+            Action::RepairFailed(fix, e) => {
+                write!(f, "repair failed ({}): {e}", fix.would())
+            }
+            Action::NotRepaired(why) => write!(f, "not repaired: {why}"),
+        }
+    }
+}
+
+/// One problem found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// What is wrong.
+    pub kind: Kind,
+    /// The backing path, relative to the cipher directory (`""` for the
+    /// root itself), bytes that are not printable UTF-8 escaped as `\xNN`.
+    pub backing: String,
+    /// The path as the mount shows it, from its root (`/a/b`): plaintext
+    /// with the key, no-key names without; `None` when it cannot be known
+    /// (internal entries, a parent that cannot be decrypted).
+    pub path: Option<String>,
+    /// One line on what is wrong.
+    pub detail: String,
+    /// What `--repair` does or did about it.
+    pub action: Action,
+}
+
+/// Counts of what the check walked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Backing directories (the root included).
+    pub directories: u64,
+    /// Backing regular files (user files).
+    pub files: u64,
+    /// Backing symlinks.
+    pub symlinks: u64,
+    /// FIFOs, sockets and device nodes.
+    pub special: u64,
+    /// Objects in the symlink store.
+    pub store_objects: u64,
+}
+
+/// The result of [`check`].
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Every problem, in walk order (directories in name order).
+    pub problems: Vec<Problem>,
+    /// What was walked.
+    pub stats: Stats,
+    /// Whether names were decrypted (the key was given).
+    pub with_key: bool,
+    /// Whether repairs were applied.
+    pub repair: bool,
+}
+
+impl Report {
+    /// Problems still there after this run (all of them without repair).
+    pub fn remaining(&self) -> usize {
+        self.problems.iter().filter(|p| p.action.remains()).count()
+    }
+
+    /// Problems repaired by this run.
+    pub fn repaired(&self) -> usize {
+        self.problems.len() - self.remaining()
+    }
+
+    /// Problems `--repair` would fix (check only).
+    pub fn repairable(&self) -> usize {
+        self.problems
+            .iter()
+            .filter(|p| matches!(p.action, Action::Repairable(_)))
+            .count()
+    }
+}
+
+/// Why the check could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsckError {
+    /// The backing root cannot be opened.
+    #[error("{path}: {source}")]
+    Open {
+        /// The cipher directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A repair was asked for while a daemon holds the vault's lock.
+    #[error(
+        "{0} is mounted (an fscrypt-rs daemon holds its lock): unmount it before fsck --repair"
+    )]
+    Mounted(PathBuf),
+    /// Locking the vault failed.
+    #[error("locking {path}: {source}")]
+    Lock {
+        /// The cipher directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Whether an fscrypt-rs daemon holds the lock of the vault at
+/// `cipherdir` now (an advisory `flock` on the backing root, taken by the
+/// mount for as long as it serves the vault; `fsck --repair` takes the same
+/// lock, so no mount can start while it repairs).
+///
+/// # Errors
+/// [`FsckError::Open`], [`FsckError::Lock`].
+pub fn is_locked(cipherdir: &Path) -> Result<bool, FsckError> {
+    let root = walk::open_root(cipherdir)?;
+    Ok(!walk::try_lock(&root, cipherdir)?)
+}
+
+/// Checks the vault whose backing root is `cipherdir` and whose root policy
+/// is `policy` (from its config), repairing when `opts.repair`.
+///
+/// With `opts.repair` the vault's lock (see [`is_locked`]) is taken for the
+/// whole run and [`FsckError::Mounted`] returned when a daemon holds it.
+///
+/// # Errors
+/// [`FsckError`]: the root cannot be opened, or a repair on a mounted vault.
+/// Problems inside the vault are never errors: they are in the [`Report`].
+pub fn check(cipherdir: &Path, policy: &PolicyV2, opts: &Options<'_>) -> Result<Report, FsckError> {
+    walk::run(cipherdir, policy, opts)
+}
+
+/// Shows bytes as text: printable UTF-8 as it is, everything else (control
+/// characters, invalid UTF-8, backslashes) escaped as `\xNN`, so a name can
+/// neither garble a terminal nor be mistaken for another.
+pub fn show_bytes(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() || c == '\\' {
+                let mut buf = [0u8; 4];
+                for byte in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_distinct_and_shown_bytes_escape() {
+        let names: std::collections::HashSet<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), Kind::ALL.len());
+        assert_eq!(
+            show_bytes(b"a\nb\\\xffc\xc3\xa9"),
+            "a\\x0ab\\x5c\\xffc\u{e9}"
+        );
+    }
+}

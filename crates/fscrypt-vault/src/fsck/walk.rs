@@ -1,0 +1,1193 @@
+//! The walk of [`super::check`]: one backing directory at a time, through
+//! directory file descriptors, never following a symlink.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use fscrypt::{Context, FileType as CryptType, InodeCrypt, InodeParams, MasterKey, PolicyV2};
+use rustix::fs::{AtFlags, CWD, FileType, FlockOperation, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+use super::{Action, Fix, FsckError, Kind, Options, Problem, Report, show_bytes};
+use crate::config::CONFIG_NAME;
+use crate::error::Corruption;
+use crate::layout::{
+    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_SIZE, HEADER_USED, Header,
+    HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
+};
+use crate::leftovers::{self, MAX_DEPTH};
+use crate::unlock::FS_BLOCK_SIZE;
+
+const USER_DATA: &str = "the object's own bytes are damaged: restore it from a backup (it reads as an I/O error through a mount)";
+const NOT_A_CRASH: &str =
+    "no crash leaves this: check what else writes into the vault, restore from a backup";
+
+fn errno(e: Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// Opens the backing root.
+pub(super) fn open_root(cipherdir: &Path) -> Result<OwnedFd, FsckError> {
+    rustix::fs::open(
+        cipherdir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| FsckError::Open {
+        path: cipherdir.to_owned(),
+        source: errno(e),
+    })
+}
+
+/// Tries the vault lock (exclusive, non-blocking) on `root`: `false` when
+/// another process holds it. The lock lives as long as this open file.
+pub(super) fn try_lock(root: &OwnedFd, cipherdir: &Path) -> Result<bool, FsckError> {
+    match rustix::fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(FsckError::Lock {
+            path: cipherdir.to_owned(),
+            source: errno(e),
+        }),
+    }
+}
+
+/// Opens `name` in `dir` without following a symlink and without opening
+/// anything but a regular file: first as `O_PATH`, then (when `fstat` says
+/// regular file) reopened through `/proc/self/fd`. `Ok(None)` for another
+/// file type.
+fn open_regular(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    write: bool,
+) -> Result<Option<(File, Stat)>, Errno> {
+    let path = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&path)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Ok(None);
+    }
+    let flags = if write { OFlags::RDWR } else { OFlags::RDONLY };
+    let proc = format!("/proc/self/fd/{}", path.as_raw_fd());
+    let fd = match rustix::fs::openat(
+        CWD,
+        proc.as_str(),
+        flags | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        // Without /proc: a regular file a moment ago; O_NONBLOCK and the
+        // fstat below keep a FIFO swapped in meanwhile from blocking us.
+        Err(Errno::NOENT) => rustix::fs::openat(
+            dir,
+            name,
+            flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?,
+        Err(e) => return Err(e),
+    };
+    let st2 = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(st2.st_mode) != FileType::RegularFile
+        || st2.st_ino != st.st_ino
+        || st2.st_dev != st.st_dev
+    {
+        return Ok(None);
+    }
+    Ok(Some((File::from(fd), st2)))
+}
+
+/// Reads at most `max` bytes from offset 0.
+fn read_bounded(f: &File, max: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; max];
+    let mut n = 0;
+    while n < max {
+        match f.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn corruption_kind(c: Corruption) -> Kind {
+    match c {
+        Corruption::ShortHeader => Kind::HeaderTruncated,
+        Corruption::BadMagic => Kind::BadMagic,
+        Corruption::UnknownVersion(_) => Kind::BadVersion,
+        Corruption::UnknownKind(_) => Kind::BadKind,
+        Corruption::BadHeaderField => Kind::BadHeaderField,
+        Corruption::BadChecksum => Kind::BadChecksum,
+        Corruption::BadContext => Kind::BadContext,
+        Corruption::BadLength => Kind::BadLength,
+        Corruption::BadName => Kind::BadName,
+        Corruption::BadLongName => Kind::BadSideFile,
+        Corruption::BadSymlink => Kind::BadSymlink,
+        Corruption::MissingDirMeta => Kind::DirWithoutMetadata,
+    }
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+fn join_plain(parent: &Option<String>, name: &str) -> Option<String> {
+    parent.as_ref().map(|p| {
+        if p == "/" {
+            format!("/{name}")
+        } else {
+            format!("{p}/{name}")
+        }
+    })
+}
+
+/// One directory being checked.
+struct Dir<'d> {
+    fd: BorrowedFd<'d>,
+    /// Backing path relative to the root.
+    backing: String,
+    /// Path as the mount shows it.
+    plain: Option<String>,
+    depth: usize,
+}
+
+struct Walker<'a> {
+    policy: PolicyV2,
+    master: Option<&'a MasterKey>,
+    opts: &'a Options<'a>,
+    du: u64,
+    root_dev: u64,
+    report: Report,
+    /// Store ids named by the markers of backing symlinks.
+    referenced: HashSet<Vec<u8>>,
+    /// The store, when it is a directory.
+    store: Option<OwnedFd>,
+    /// Part of the tree was not walked: unreferenced store objects may be
+    /// referenced from there, so they are not removed.
+    incomplete: bool,
+    /// A repair a recovery pass would also do failed or was not made: the
+    /// clean marker is not written.
+    recovery_left: bool,
+}
+
+pub(super) fn run(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    opts: &Options<'_>,
+) -> Result<Report, FsckError> {
+    let root = open_root(cipherdir)?;
+    if opts.repair && !try_lock(&root, cipherdir)? {
+        return Err(FsckError::Mounted(cipherdir.to_owned()));
+    }
+    let root_st = rustix::fs::fstat(&root).map_err(|e| FsckError::Open {
+        path: cipherdir.to_owned(),
+        source: errno(e),
+    })?;
+    let du = match policy.log2_data_unit_size {
+        0 => FS_BLOCK_SIZE as u64,
+        u => 1u64 << u,
+    };
+    let mut w = Walker {
+        policy: *policy,
+        master: opts.master,
+        opts,
+        du,
+        root_dev: root_st.st_dev,
+        report: Report {
+            with_key: opts.master.is_some(),
+            repair: opts.repair,
+            ..Report::default()
+        },
+        referenced: HashSet::new(),
+        store: None,
+        incomplete: false,
+        recovery_left: false,
+    };
+    w.open_store(root.as_fd());
+    w.check_dir(
+        &Dir {
+            fd: root.as_fd(),
+            backing: String::new(),
+            plain: Some("/".to_owned()),
+            depth: 0,
+        },
+        root_st.st_ino,
+    );
+    w.check_store();
+    w.check_clean_marker(root.as_fd());
+    Ok(w.report)
+}
+
+impl Walker<'_> {
+    fn push(
+        &mut self,
+        kind: Kind,
+        backing: String,
+        path: Option<String>,
+        detail: String,
+        action: Action,
+    ) {
+        self.report.problems.push(Problem {
+            kind,
+            backing,
+            path,
+            detail,
+            action,
+        });
+    }
+
+    /// A problem that `--repair` fixes with `fix` (run by `apply`).
+    fn fixable(
+        &mut self,
+        kind: Kind,
+        backing: String,
+        path: Option<String>,
+        detail: String,
+        fix: Fix,
+        apply: impl FnOnce() -> io::Result<()>,
+    ) -> bool {
+        let (action, ok) = if self.opts.repair {
+            match apply() {
+                Ok(()) => (Action::Repaired(fix), true),
+                Err(e) => (Action::RepairFailed(fix, e.to_string()), false),
+            }
+        } else {
+            (Action::Repairable(fix), false)
+        };
+        if self.opts.repair && !ok && fix != Fix::WriteCleanMarker && fix != Fix::Truncate {
+            self.recovery_left = true;
+        }
+        self.push(kind, backing, path, detail, action);
+        ok
+    }
+
+    fn unreadable(
+        &mut self,
+        backing: String,
+        path: Option<String>,
+        what: &str,
+        e: impl std::fmt::Display,
+    ) {
+        self.push(
+            Kind::Unreadable,
+            backing,
+            path,
+            format!("cannot {what}: {e}"),
+            Action::NotRepaired("check its permissions and the backing filesystem"),
+        );
+    }
+
+    fn context_ok(&self, ctx: &[u8; CONTEXT_SIZE]) -> Option<Context> {
+        match Context::parse(ctx) {
+            Ok(c @ Context::V2(v2)) if v2.policy == self.policy => Some(c),
+            _ => None,
+        }
+    }
+
+    fn crypt(&self, ctx: &Context, t: CryptType, ino: u64) -> Option<Result<InodeCrypt, String>> {
+        let master = self.master?;
+        let params = InodeParams {
+            file_type: t,
+            ino,
+            fs_uuid: [0u8; 16],
+            fs_block_size: FS_BLOCK_SIZE,
+        };
+        Some(InodeCrypt::new(master, ctx, &params).map_err(|e| e.to_string()))
+    }
+
+    fn open_store(&mut self, root: BorrowedFd<'_>) {
+        match rustix::fs::openat(
+            root,
+            SYMLINK_STORE_DIR,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => self.store = Some(fd),
+            Err(Errno::NOENT) => {}
+            Err(e) => {
+                self.incomplete = true;
+                self.push(
+                    Kind::BadSymlinkStore,
+                    SYMLINK_STORE_DIR.to_owned(),
+                    None,
+                    format!(
+                        "the symlink store cannot be opened as a directory: {}",
+                        errno(e)
+                    ),
+                    Action::NotRepaired(
+                        "long symlinks read as I/O errors; restore fscrypt.symlinks from a backup",
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Reads and checks a directory's `fscrypt.dir`: its context, or `None`
+    /// (with the problem recorded, except when it is missing).
+    fn dir_meta(&mut self, d: &Dir<'_>, present: bool) -> Option<Context> {
+        if !present {
+            return None;
+        }
+        let backing = join(&d.backing, DIR_META_NAME);
+        let f = match open_regular(d.fd, DIR_META_NAME.as_bytes(), false) {
+            Ok(Some((f, _))) => f,
+            Ok(None) => {
+                self.push(
+                    Kind::WrongType,
+                    backing,
+                    d.plain.clone(),
+                    "fscrypt.dir is not a regular file".into(),
+                    Action::NotRepaired(NOT_A_CRASH),
+                );
+                return None;
+            }
+            Err(e) => {
+                self.unreadable(
+                    backing,
+                    d.plain.clone(),
+                    "open the directory metadata",
+                    errno(e),
+                );
+                return None;
+            }
+        };
+        let b = match read_bounded(&f, HEADER_USED) {
+            Ok(b) => b,
+            Err(e) => {
+                self.unreadable(backing, d.plain.clone(), "read the directory metadata", e);
+                return None;
+            }
+        };
+        let why = "the directory's context is damaged: its entries cannot be listed; restore the directory from a backup";
+        match Header::parse(&b, HeaderKind::Directory) {
+            Ok(h) => match self.context_ok(&h.context) {
+                Some(c) => Some(c),
+                None => {
+                    self.push(
+                        Kind::BadContext,
+                        backing,
+                        d.plain.clone(),
+                        "directory context invalid or of another policy".into(),
+                        Action::NotRepaired(why),
+                    );
+                    None
+                }
+            },
+            Err(c) => {
+                self.push(
+                    corruption_kind(c),
+                    backing,
+                    d.plain.clone(),
+                    format!("directory metadata: {c}"),
+                    Action::NotRepaired(why),
+                );
+                None
+            }
+        }
+    }
+
+    fn check_dir(&mut self, d: &Dir<'_>, ino: u64) {
+        self.report.stats.directories += 1;
+        let mut entries = match leftovers::dir_entries(d.fd) {
+            Ok(e) => e,
+            Err(e) => {
+                self.incomplete = true;
+                self.unreadable(d.backing.clone(), d.plain.clone(), "list the directory", e);
+                return;
+            }
+        };
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let names: HashSet<&[u8]> = entries.iter().map(|(n, _)| n.as_slice()).collect();
+        let has_meta = names.contains(DIR_META_NAME.as_bytes());
+        let ctx = self.dir_meta(d, has_meta);
+        let dir_crypt = match &ctx {
+            Some(c) => match self.crypt(c, CryptType::Directory, ino) {
+                Some(Ok(k)) => Some(k),
+                Some(Err(e)) => {
+                    self.push(
+                        Kind::BadContext,
+                        join(&d.backing, DIR_META_NAME),
+                        d.plain.clone(),
+                        format!("the directory key cannot be derived: {e}"),
+                        Action::NotRepaired(USER_DATA),
+                    );
+                    None
+                }
+                None => None,
+            },
+            None => None,
+        };
+        // Names can be shown only when the directory's context is readable
+        // (with the key: when its key could be derived).
+        let names_shown = ctx.is_some() && (self.master.is_none() || dir_crypt.is_some());
+        let mut user = 0u64;
+        for (name, t) in &entries {
+            let shown = show_bytes(name);
+            let backing = join(&d.backing, &shown);
+            match layout::classify(name) {
+                EntryName::Internal => self.check_internal(d, name, *t, &names, backing),
+                EntryName::Invalid => {
+                    user += 1;
+                    self.push(
+                        Kind::BadName,
+                        backing,
+                        None,
+                        "not a base64url ciphertext name of at least 16 bytes (a foreign or damaged name); invisible through a mount".into(),
+                        Action::NotRepaired("it may be someone's file: move it out of the vault by hand if it is not damage"),
+                    );
+                }
+                kind @ (EntryName::Short(_) | EntryName::Long) => {
+                    let long = kind == EntryName::Long;
+                    let ct = match kind {
+                        EntryName::Short(ct) => Some(ct),
+                        _ => self.long_ciphertext(d, name, &names, backing.clone()),
+                    };
+                    let plain_name = match (&ct, names_shown) {
+                        (Some(ct), true) => self.check_name(ct, dir_crypt.as_ref(), &backing, d),
+                        _ => None,
+                    };
+                    let path = plain_name.and_then(|n| join_plain(&d.plain, &n));
+                    if self.check_entry(d, name, *t, backing, path, long) {
+                        user += 1;
+                    }
+                }
+            }
+        }
+        if !has_meta {
+            if user == 0 && d.depth > 0 {
+                let fd = d.fd;
+                let policy = self.policy;
+                self.fixable(
+                    Kind::EmptyDirWithoutMetadata,
+                    d.backing.clone(),
+                    d.plain.clone(),
+                    "an empty directory without fscrypt.dir (an interrupted rmdir or rename over it); it reads as an I/O error".into(),
+                    Fix::RestoreDirMeta,
+                    || {
+                        let mut nonce = [0u8; 16];
+                        fscrypt_crypto::random_bytes(&mut nonce).map_err(io::Error::other)?;
+                        leftovers::write_dir_meta(fd, &crate::root::context_bytes(&policy, nonce))
+                    },
+                );
+            } else {
+                self.push(
+                    Kind::DirWithoutMetadata,
+                    d.backing.clone(),
+                    d.plain.clone(),
+                    if d.depth == 0 {
+                        "the root has no fscrypt.dir".into()
+                    } else {
+                        format!("a directory with {user} entries has no fscrypt.dir: its names cannot be decrypted")
+                    },
+                    Action::NotRepaired("the directory's context (and with it its names) is lost; restore fscrypt.dir from a backup"),
+                );
+            }
+        }
+    }
+
+    /// An internal (`fscrypt.*`) name.
+    fn check_internal(
+        &mut self,
+        d: &Dir<'_>,
+        name: &[u8],
+        t: FileType,
+        names: &HashSet<&[u8]>,
+        backing: String,
+    ) {
+        let root = d.depth == 0;
+        if name == DIR_META_NAME.as_bytes() {
+            return;
+        }
+        if leftovers::is_temporary(name) {
+            let t = if t == FileType::Unknown {
+                rustix::fs::statat(d.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|s| FileType::from_raw_mode(s.st_mode))
+                    .unwrap_or(FileType::Unknown)
+            } else {
+                t
+            };
+            let fix = if t == FileType::Directory {
+                Fix::RemoveTree
+            } else {
+                Fix::Remove
+            };
+            let fd = d.fd;
+            self.fixable(
+                Kind::Temporary,
+                backing,
+                None,
+                "an object whose creation was interrupted (never shown)".into(),
+                fix,
+                || leftovers::remove_entry(fd, name, t),
+            );
+            return;
+        }
+        if let Some(owner) = leftovers::side_file_owner(name) {
+            if !names.contains(owner) {
+                let fd = d.fd;
+                self.fixable(
+                    Kind::OrphanSideFile,
+                    backing,
+                    None,
+                    "a long-name side file whose entry is gone".into(),
+                    Fix::Remove,
+                    || leftovers::remove_entry(fd, name, FileType::RegularFile),
+                );
+            }
+            return;
+        }
+        if root && (name == CLEAN_MARKER.as_bytes() || name == SYMLINK_STORE_DIR.as_bytes()) {
+            return;
+        }
+        if root && name == CONFIG_NAME.as_bytes() {
+            return;
+        }
+        if root && name.starts_with(CONFIG_NAME.as_bytes()) {
+            self.push(
+                Kind::ConfigTemporary,
+                backing,
+                None,
+                "left by an interrupted write of the vault config".into(),
+                Action::NotRepaired(
+                    "the config in use is fscrypt.vault.json; remove this file by hand once no fscrypt-rs command runs",
+                ),
+            );
+            return;
+        }
+        self.push(
+            Kind::UnknownInternalName,
+            backing,
+            None,
+            "a fscrypt.* name this version does not write".into(),
+            Action::NotRepaired(
+                "written by a newer version or by hand: leave it or remove it by hand",
+            ),
+        );
+    }
+
+    /// The ciphertext of a long-name entry from its side file.
+    fn long_ciphertext(
+        &mut self,
+        d: &Dir<'_>,
+        name: &[u8],
+        names: &HashSet<&[u8]>,
+        backing: String,
+    ) -> Option<Vec<u8>> {
+        let mut side = name.to_vec();
+        side.extend_from_slice(LONG_NAME_SUFFIX.as_bytes());
+        let side_backing = format!("{backing}{LONG_NAME_SUFFIX}");
+        let why = "the entry's name is lost (it is not listed through a mount); restore the side file from a backup";
+        if !names.contains(side.as_slice()) {
+            self.push(
+                Kind::LongNameWithoutSideFile,
+                backing,
+                None,
+                "a long-name entry without its side file".into(),
+                Action::NotRepaired(why),
+            );
+            return None;
+        }
+        let f = match open_regular(d.fd, &side, false) {
+            Ok(Some((f, _))) => f,
+            Ok(None) => {
+                self.push(
+                    Kind::WrongType,
+                    side_backing,
+                    None,
+                    "a long-name side file that is not a regular file".into(),
+                    Action::NotRepaired(why),
+                );
+                return None;
+            }
+            Err(e) => {
+                self.unreadable(side_backing, None, "open the side file", errno(e));
+                return None;
+            }
+        };
+        let ct = match read_bounded(&f, NAME_MAX + 1) {
+            Ok(b) => b,
+            Err(e) => {
+                self.unreadable(side_backing, None, "read the side file", e);
+                return None;
+            }
+        };
+        let entry = String::from_utf8_lossy(name);
+        if layout::check_long_ciphertext(&entry, &ct).is_err() {
+            self.push(
+                Kind::BadSideFile,
+                side_backing,
+                None,
+                format!(
+                    "the side file ({} bytes) does not hash to its entry's name",
+                    ct.len()
+                ),
+                Action::NotRepaired(why),
+            );
+            return None;
+        }
+        Some(ct)
+    }
+
+    /// Checks a ciphertext name: its length against the padding, and with
+    /// the key that it decrypts and re-encrypts to itself. Returns the name
+    /// as the mount shows it (plaintext with the key, no-key name without).
+    fn check_name(
+        &mut self,
+        ct: &[u8],
+        dir: Option<&InodeCrypt>,
+        backing: &str,
+        d: &Dir<'_>,
+    ) -> Option<String> {
+        let pad = self.policy.flags.padding();
+        if ct.len() < 16
+            || ct.len() > NAME_MAX
+            || (ct.len() != NAME_MAX && !ct.len().is_multiple_of(pad))
+        {
+            self.push(
+                Kind::BadNameLength,
+                backing.to_owned(),
+                None,
+                format!(
+                    "a {}-byte ciphertext name, which the policy's {pad}-byte padding cannot produce",
+                    ct.len()
+                ),
+                Action::NotRepaired("a damaged name: the entry is not listed through a mount; rename it there from a backup copy"),
+            );
+            return None;
+        }
+        let Some(dir) = dir else {
+            let nk = fscrypt::hooks::present_entry(None, ct, 0, 0).ok()?;
+            return Some(show_bytes(&nk));
+        };
+        let plain = match fscrypt::hooks::present_entry(Some(dir), ct, 0, 0) {
+            Ok(p) => p,
+            Err(e) => {
+                let nk = fscrypt::nokey::encode(ct, 0, 0).to_string();
+                self.push(
+                    Kind::UndecryptableName,
+                    backing.to_owned(),
+                    join_plain(&d.plain, &format!("<no-key {nk}>")),
+                    format!("the name does not decrypt: {e}"),
+                    Action::NotRepaired("a damaged name: the entry is not listed through a mount"),
+                );
+                return None;
+            }
+        };
+        match dir.encrypt_filename(&plain[..]) {
+            Ok(again) if *again == *ct => Some(show_bytes(&plain)),
+            _ => {
+                self.push(
+                    Kind::NonCanonicalName,
+                    backing.to_owned(),
+                    join_plain(&d.plain, &show_bytes(&plain)),
+                    "the name decrypts but does not re-encrypt to itself (not written by fscrypt or the kernel)".into(),
+                    Action::NotRepaired("lookups of this name fail through a mount: copy the object out by its listing and back under the same name"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Checks a user entry (after its name). Returns whether it counts as
+    /// a user entry of its directory (headerless files that a repair
+    /// removes do not).
+    fn check_entry(
+        &mut self,
+        d: &Dir<'_>,
+        name: &[u8],
+        t: FileType,
+        backing: String,
+        path: Option<String>,
+        long: bool,
+    ) -> bool {
+        let mut t = t;
+        if t == FileType::Unknown {
+            match rustix::fs::statat(d.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => t = FileType::from_raw_mode(st.st_mode),
+                Err(Errno::NOENT) => return false,
+                Err(e) => {
+                    self.unreadable(backing, path, "stat it", errno(e));
+                    return true;
+                }
+            }
+        }
+        match t {
+            FileType::RegularFile => self.check_file(d, name, backing, path, long),
+            FileType::Directory => {
+                self.check_subdir(d, name, backing, path);
+                true
+            }
+            FileType::Symlink => {
+                self.check_symlink(d, name, backing, path);
+                true
+            }
+            _ => {
+                self.report.stats.special += 1;
+                true
+            }
+        }
+    }
+
+    fn check_file(
+        &mut self,
+        d: &Dir<'_>,
+        name: &[u8],
+        backing: String,
+        path: Option<String>,
+        long: bool,
+    ) -> bool {
+        self.report.stats.files += 1;
+        let (f, st) = match open_regular(d.fd, name, false) {
+            Ok(Some(x)) => x,
+            // Changed type since the listing, or gone: nothing to check.
+            Ok(None) | Err(Errno::NOENT) => return true,
+            Err(e) => {
+                self.unreadable(backing, path, "open it", errno(e));
+                return true;
+            }
+        };
+        let len = st.st_size as u64;
+        if leftovers::is_headerless(len) {
+            let fd = d.fd;
+            let removed = self.fixable(
+                Kind::HeaderlessFile,
+                backing,
+                path,
+                "a 0-byte backing file: it never held a header (an interrupted create) and reads as an I/O error".into(),
+                Fix::RemoveHeaderless,
+                || {
+                    rustix::fs::unlinkat(fd, name, AtFlags::empty()).map_err(errno)?;
+                    if long {
+                        let mut side = name.to_vec();
+                        side.extend_from_slice(LONG_NAME_SUFFIX.as_bytes());
+                        let _ = rustix::fs::unlinkat(fd, side.as_slice(), AtFlags::empty());
+                    }
+                    Ok(())
+                },
+            );
+            // In a check, it would be removed; after a failed removal it stays.
+            return self.opts.repair && !removed;
+        }
+        let b = match read_bounded(&f, HEADER_USED) {
+            Ok(b) => b,
+            Err(e) => {
+                self.unreadable(backing, path, "read its header", e);
+                return true;
+            }
+        };
+        let h = match Header::parse(&b, HeaderKind::File) {
+            Ok(h) => h,
+            Err(c) => {
+                self.push(
+                    corruption_kind(c),
+                    backing,
+                    path,
+                    format!("file header: {c}"),
+                    Action::NotRepaired(USER_DATA),
+                );
+                return true;
+            }
+        };
+        if self.context_ok(&h.context).is_none() {
+            self.push(
+                Kind::BadContext,
+                backing,
+                path,
+                "file context invalid or of another policy".into(),
+                Action::NotRepaired(USER_DATA),
+            );
+            return true;
+        }
+        if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
+            self.push(
+                Kind::BadLength,
+                backing,
+                path,
+                format!(
+                    "backing length {len} is not 4096 + a multiple of the {}-byte data unit",
+                    self.du
+                ),
+                Action::NotRepaired(USER_DATA),
+            );
+            return true;
+        }
+        let want = layout::backing_len_for(h.size, self.du);
+        if len > want {
+            let units = (len - want) / self.du;
+            self.fixable(
+                Kind::ExcessDataUnits,
+                backing,
+                path,
+                format!(
+                    "{units} data unit(s) stored past the size {} (an extending write whose size update was lost; never shown)",
+                    h.size
+                ),
+                Fix::Truncate,
+                || match open_regular(d.fd, name, true).map_err(errno)? {
+                    Some((w, st2)) if st2.st_ino == st.st_ino => w.set_len(want),
+                    _ => Err(io::Error::other("the file changed during the check")),
+                },
+            );
+        }
+        true
+    }
+
+    fn check_subdir(&mut self, d: &Dir<'_>, name: &[u8], backing: String, path: Option<String>) {
+        if d.depth + 1 >= MAX_DEPTH {
+            self.incomplete = true;
+            self.push(
+                Kind::TooDeep,
+                backing,
+                path,
+                format!("nested deeper than {MAX_DEPTH} levels: not checked"),
+                Action::NotRepaired("move it higher up through a mount"),
+            );
+            return;
+        }
+        let fd = match rustix::fs::openat(
+            d.fd,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return,
+            Err(e) => {
+                self.incomplete = true;
+                self.unreadable(backing, path, "open the directory", errno(e));
+                return;
+            }
+        };
+        let st = match rustix::fs::fstat(&fd) {
+            Ok(st) => st,
+            Err(e) => {
+                self.incomplete = true;
+                self.unreadable(backing, path, "stat the directory", errno(e));
+                return;
+            }
+        };
+        if st.st_dev != self.root_dev {
+            self.incomplete = true;
+            self.push(
+                Kind::MountPoint,
+                backing,
+                path,
+                "another filesystem is mounted here: not checked (a mount of the vault does not cross it either)".into(),
+                Action::NotRepaired("unmount what is mounted on the backing directory"),
+            );
+            return;
+        }
+        self.check_dir(
+            &Dir {
+                fd: fd.as_fd(),
+                backing,
+                plain: path,
+                depth: d.depth + 1,
+            },
+            st.st_ino,
+        );
+    }
+
+    fn check_symlink(&mut self, d: &Dir<'_>, name: &[u8], backing: String, path: Option<String>) {
+        self.report.stats.symlinks += 1;
+        let target = match rustix::fs::readlinkat(d.fd, name, Vec::new()) {
+            Ok(t) => t.into_bytes(),
+            Err(Errno::NOENT | Errno::INVAL) => return,
+            Err(e) => {
+                self.unreadable(backing, path, "read the symlink", errno(e));
+                return;
+            }
+        };
+        let why = "the symlink's target is lost (readlink gives an I/O error): recreate the symlink through a mount";
+        let decoded = if layout::is_symlink_marker(&target) {
+            let Some(id) = layout::symlink_marker_id(&target) else {
+                self.push(
+                    Kind::BadSymlinkMarker,
+                    backing,
+                    path,
+                    "a malformed fscrypt.symlink.* marker".into(),
+                    Action::NotRepaired(why),
+                );
+                return;
+            };
+            self.referenced.insert(id.as_bytes().to_vec());
+            match self.read_store_object(id.as_bytes()) {
+                Ok(Some(b)) => match layout::decode_store_object(&b) {
+                    Ok(x) => x,
+                    Err(c) => {
+                        self.push(
+                            Kind::BadStoreObject,
+                            join(SYMLINK_STORE_DIR, id),
+                            path,
+                            format!("store object of {backing}: {c}"),
+                            Action::NotRepaired(why),
+                        );
+                        return;
+                    }
+                },
+                Ok(None) => {
+                    self.push(
+                        Kind::MissingStoreObject,
+                        backing,
+                        path,
+                        format!("the marker names {SYMLINK_STORE_DIR}/{id}, which does not exist"),
+                        Action::NotRepaired(why),
+                    );
+                    return;
+                }
+                Err(e) => {
+                    self.unreadable(
+                        join(SYMLINK_STORE_DIR, id),
+                        path,
+                        "read the store object",
+                        e,
+                    );
+                    return;
+                }
+            }
+        } else {
+            match layout::decode_symlink(&target) {
+                Ok(x) => x,
+                Err(c) => {
+                    self.push(
+                        Kind::BadSymlink,
+                        backing,
+                        path,
+                        format!("symlink target: {c}"),
+                        Action::NotRepaired(why),
+                    );
+                    return;
+                }
+            }
+        };
+        let (ctx, blob) = decoded;
+        let Some(c) = self.context_ok(&ctx) else {
+            self.push(
+                Kind::BadContext,
+                backing,
+                path,
+                "symlink context invalid or of another policy".into(),
+                Action::NotRepaired(why),
+            );
+            return;
+        };
+        let ino = rustix::fs::statat(d.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map(|s| s.st_ino)
+            .unwrap_or(0);
+        let crypt = match self.crypt(&c, CryptType::Symlink, ino) {
+            Some(Ok(k)) => Some(k),
+            Some(Err(e)) => {
+                self.push(
+                    Kind::BadContext,
+                    backing,
+                    path,
+                    format!("the symlink key cannot be derived: {e}"),
+                    Action::NotRepaired(why),
+                );
+                return;
+            }
+            None => None,
+        };
+        // The blob's framing first (the no-key view needs only that), then
+        // with the key its decryption.
+        if let Err(e) = fscrypt::hooks::get_symlink(None, &blob) {
+            self.push(
+                Kind::BadSymlink,
+                backing,
+                path,
+                format!("symlink target: {e}"),
+                Action::NotRepaired(why),
+            );
+        } else if let Some(k) = &crypt
+            && let Err(e) = fscrypt::hooks::get_symlink(Some(k), &blob)
+        {
+            self.push(
+                Kind::UndecryptableSymlink,
+                backing,
+                path,
+                format!("symlink target does not decrypt: {e}"),
+                Action::NotRepaired(why),
+            );
+        }
+    }
+
+    /// The bytes of store object `id` (bounded), `None` when it is absent.
+    fn read_store_object(&self, id: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        match open_regular(store.as_fd(), id, false) {
+            Ok(Some((f, _))) => {
+                read_bounded(&f, 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8 + 1).map(Some)
+            }
+            Ok(None) => Ok(Some(Vec::new())),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    /// The store's own entries: temporaries, unreferenced objects, foreign
+    /// names (referenced objects were checked with their symlinks).
+    fn check_store(&mut self) {
+        let Some(store) = self.store.take() else {
+            return;
+        };
+        let entries = match leftovers::dir_entries(store.as_fd()) {
+            Ok(mut e) => {
+                e.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                e
+            }
+            Err(e) => {
+                self.unreadable(
+                    SYMLINK_STORE_DIR.to_owned(),
+                    None,
+                    "list the symlink store",
+                    e,
+                );
+                return;
+            }
+        };
+        for (name, t) in entries {
+            let backing = join(SYMLINK_STORE_DIR, &show_bytes(&name));
+            if leftovers::is_temporary(&name) {
+                let fd = store.as_fd();
+                self.fixable(
+                    Kind::Temporary,
+                    backing,
+                    None,
+                    "a store object whose creation was interrupted".into(),
+                    if t == FileType::Directory {
+                        Fix::RemoveTree
+                    } else {
+                        Fix::Remove
+                    },
+                    || leftovers::remove_entry(fd, &name, t),
+                );
+            } else if layout::is_store_id(&name) {
+                self.report.stats.store_objects += 1;
+                if self.referenced.contains(&name) {
+                    continue;
+                }
+                let detail = "a long symlink target no symlink names (its symlink was removed or never created)".to_owned();
+                if self.incomplete {
+                    self.push(
+                        Kind::UnreferencedStoreObject,
+                        backing,
+                        None,
+                        detail,
+                        Action::NotRepaired("part of the tree could not be checked, and a symlink there may name it"),
+                    );
+                    self.recovery_left = true;
+                } else {
+                    let fd = store.as_fd();
+                    self.fixable(
+                        Kind::UnreferencedStoreObject,
+                        backing,
+                        None,
+                        detail,
+                        Fix::Remove,
+                        || leftovers::remove_entry(fd, &name, t),
+                    );
+                }
+            } else {
+                self.push(
+                    Kind::UnknownInternalName,
+                    backing,
+                    None,
+                    "a name in the symlink store that is not an object id".into(),
+                    Action::NotRepaired(
+                        "written by a newer version or by hand: leave it or remove it by hand",
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Whether the walk found nothing but the root (no entry, no store).
+    fn is_empty_vault(&self) -> bool {
+        let s = &self.report.stats;
+        s.directories == 1
+            && s.files == 0
+            && s.symlinks == 0
+            && s.special == 0
+            && s.store_objects == 0
+            && self.report.problems.is_empty()
+    }
+
+    /// The clean-unmount marker: a regular file in the root. Missing, it is
+    /// written by a repair once every leftover a recovery pass would remove
+    /// is gone (so the next mount can skip that pass).
+    fn check_clean_marker(&mut self, root: BorrowedFd<'_>) {
+        match rustix::fs::statat(root, CLEAN_MARKER, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+            Ok(_) => self.push(
+                Kind::WrongType,
+                CLEAN_MARKER.to_owned(),
+                None,
+                "the clean-unmount marker is not a regular file".into(),
+                Action::NotRepaired(
+                    "remove it by hand; the next mount then runs its recovery pass",
+                ),
+            ),
+            // An empty vault (as `init` leaves it) has nothing to recover.
+            Err(Errno::NOENT) if self.opts.check_clean_marker && !self.is_empty_vault() => {
+                let detail = "no clean-unmount marker: the last mount did not end cleanly (or the vault predates it); the next mount runs its recovery pass".to_owned();
+                if self.recovery_left {
+                    self.push(
+                        Kind::MissingCleanMarker,
+                        CLEAN_MARKER.to_owned(),
+                        None,
+                        detail,
+                        Action::NotRepaired(
+                            "leftovers remain that the next mount's recovery pass should see",
+                        ),
+                    );
+                } else {
+                    self.fixable(
+                        Kind::MissingCleanMarker,
+                        CLEAN_MARKER.to_owned(),
+                        None,
+                        detail,
+                        Fix::WriteCleanMarker,
+                        || {
+                            let f = rustix::fs::openat(
+                                root,
+                                CLEAN_MARKER,
+                                OFlags::WRONLY
+                                    | OFlags::CREATE
+                                    | OFlags::EXCL
+                                    | OFlags::NOFOLLOW
+                                    | OFlags::CLOEXEC,
+                                Mode::from_raw_mode(0o600),
+                            )
+                            .map_err(errno)?;
+                            drop(f);
+                            rustix::fs::fsync(root).map_err(errno)
+                        },
+                    );
+                }
+            }
+            Err(Errno::NOENT) => {}
+            Err(e) => self.unreadable(
+                CLEAN_MARKER.to_owned(),
+                None,
+                "stat the clean marker",
+                errno(e),
+            ),
+        }
+    }
+}

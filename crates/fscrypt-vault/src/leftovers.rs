@@ -1,0 +1,208 @@
+//! What an interrupted operation can leave in a backing directory, and the
+//! safe ways to remove it (`docs/vault-format.md`, section 11 "Crash
+//! safety"). Shared by the mount's recovery pass (`fscrypt-fuse`,
+//! `fs/recover.rs`) and `fscrypt-rs fsck --repair` ([`crate::fsck`]), so the
+//! two agree on what a crash produces and what may be removed without
+//! touching a user's data:
+//!
+//! - temporary entries `fscrypt.tmp.*` ([`is_temporary`], removed with
+//!   [`remove_tree`] for directories);
+//! - long-name side files whose entry is gone ([`side_file_owner`]);
+//! - 0-byte backing regular files (they never held a header: [`is_headerless`]);
+//! - an empty directory without `fscrypt.dir` (it gets a fresh one:
+//!   [`write_dir_meta`]);
+//! - store objects no symlink names ([`crate::layout::is_store_id`] and the
+//!   markers of every backing symlink).
+//!
+//! Everything here works on directory file descriptors, never follows a
+//! symlink and needs no key.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+
+use crate::layout::{
+    self, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_USED, Header, HeaderKind,
+    LONG_NAME_SUFFIX, LONG_PREFIX, TMP_PREFIX,
+};
+
+/// How deep a walk of the backing tree descends (one fd per level).
+pub const MAX_DEPTH: usize = 1024;
+
+/// Whether `name` is a temporary entry (`fscrypt.tmp.*`): an object under
+/// construction or a side file being replaced. Never shown; always safe to
+/// remove when no mount serves the vault.
+pub fn is_temporary(name: &[u8]) -> bool {
+    name.starts_with(TMP_PREFIX.as_bytes())
+}
+
+/// When `name` is a long-name side file (`fscrypt.long.<43 characters>.name`),
+/// the name of the entry it belongs to. A side file whose entry is absent is
+/// an orphan (left by an interrupted create, rename or unlink) and safe to
+/// remove.
+pub fn side_file_owner(name: &[u8]) -> Option<&[u8]> {
+    let entry = name.strip_suffix(LONG_NAME_SUFFIX.as_bytes())?;
+    (entry.starts_with(LONG_PREFIX.as_bytes()) && layout::classify(entry) == EntryName::Long)
+        .then_some(entry)
+}
+
+/// Whether a backing regular file of `len` bytes never held a header (0
+/// bytes: a create interrupted before the header, under versions before the
+/// recovery pass, or a power loss before the header reached the disk). It
+/// can never be read and holds nothing; safe to remove.
+pub fn is_headerless(len: u64) -> bool {
+    len == 0
+}
+
+fn errno(e: rustix::io::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// The entries of a directory (without `.` and `..`) with their types as
+/// `readdir` gives them ([`FileType::Unknown`] where the filesystem does not
+/// say).
+///
+/// # Errors
+/// Reading the directory failed.
+pub fn dir_entries(dfd: BorrowedFd<'_>) -> io::Result<Vec<(Vec<u8>, FileType)>> {
+    let mut out = Vec::new();
+    let mut d = rustix::fs::Dir::read_from(dfd).map_err(errno)?;
+    while let Some(ent) = d.read() {
+        let ent = ent.map_err(errno)?;
+        let n = ent.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push((n.to_vec(), ent.file_type()));
+        }
+    }
+    Ok(out)
+}
+
+/// Removes the directory `name` in `parent` and everything in it, never
+/// following a symlink (temporary directories only: a directory that is
+/// still under construction holds no user data).
+///
+/// # Errors
+/// The first removal that failed.
+pub fn remove_tree(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    remove_tree_at(parent, name, 0)
+}
+
+fn remove_tree_at(parent: BorrowedFd<'_>, name: &[u8], depth: usize) -> io::Result<()> {
+    if depth < MAX_DEPTH {
+        let d = rustix::fs::openat(
+            parent,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        for (n, t) in dir_entries(d.as_fd())? {
+            let is_dir = match t {
+                FileType::Unknown => {
+                    rustix::fs::statat(&d, n.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
+                        .unwrap_or(false)
+                }
+                t => t == FileType::Directory,
+            };
+            if is_dir {
+                remove_tree_at(d.as_fd(), &n, depth + 1)?;
+            } else {
+                rustix::fs::unlinkat(&d, n.as_slice(), AtFlags::empty()).map_err(errno)?;
+            }
+        }
+    }
+    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(errno)
+}
+
+/// Removes the entry `name` of type `t` in `dir`: a directory with
+/// [`remove_tree`], anything else with `unlinkat`.
+///
+/// # Errors
+/// The removal failed.
+pub fn remove_entry(dir: BorrowedFd<'_>, name: &[u8], t: FileType) -> io::Result<()> {
+    if t == FileType::Directory {
+        remove_tree(dir, name)
+    } else {
+        rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(errno)
+    }
+}
+
+/// A fresh temporary name `fscrypt.tmp.<16 random base64url characters>`.
+///
+/// # Errors
+/// The system random generator failed.
+pub fn tmp_name() -> io::Result<String> {
+    let mut rnd = [0u8; 12];
+    fscrypt_crypto::random_bytes(&mut rnd).map_err(io::Error::other)?;
+    let mut out = [0u8; 16];
+    let n = layout::b64_encode(&rnd, &mut out);
+    Ok(format!(
+        "{TMP_PREFIX}{}",
+        String::from_utf8_lossy(&out[..n])
+    ))
+}
+
+/// Writes a directory metadata file holding `context` into the directory
+/// `dfd` (mode 0600, complete under a temporary name before it is renamed
+/// to `fscrypt.dir`, never replacing one). Gives an empty directory that
+/// lost its metadata (an interrupted rmdir or rename over it) a fresh
+/// context, so it is an ordinary empty directory again.
+///
+/// # Errors
+/// Creating, writing or renaming failed (`EEXIST`: it has one).
+pub fn write_dir_meta(dfd: BorrowedFd<'_>, context: &[u8; CONTEXT_SIZE]) -> io::Result<()> {
+    let h = Header {
+        kind: HeaderKind::Directory,
+        context: *context,
+        size: 0,
+    };
+    let tmp = tmp_name()?;
+    let f = rustix::fs::openat(
+        dfd,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(errno)?;
+    let r = File::from(f)
+        .write_all_at(&h.to_bytes()[..HEADER_USED], 0)
+        .and_then(|()| {
+            rustix::fs::renameat_with(
+                dfd,
+                tmp.as_str(),
+                dfd,
+                DIR_META_NAME,
+                RenameFlags::NOREPLACE,
+            )
+            .map_err(errno)
+        });
+    if r.is_err() {
+        let _ = rustix::fs::unlinkat(dfd, tmp.as_str(), AtFlags::empty());
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::BackingName;
+
+    #[test]
+    fn names() {
+        let long = BackingName::from_ciphertext(&[7u8; 200]);
+        assert_eq!(
+            side_file_owner(long.side_file().as_bytes()),
+            Some(long.name.as_bytes())
+        );
+        assert_eq!(side_file_owner(long.name.as_bytes()), None);
+        assert_eq!(side_file_owner(b"fscrypt.long.short.name"), None);
+        assert_eq!(side_file_owner(b"abc.name"), None);
+        assert!(is_temporary(b"fscrypt.tmp.abc"));
+        assert!(!is_temporary(DIR_META_NAME.as_bytes()));
+        assert!(is_headerless(0) && !is_headerless(4096));
+    }
+}
