@@ -252,7 +252,7 @@ fn slow_derivations_are_announced_at_init_and_mount() {
 
 /// A vault with both protectors (cheap Argon2id); returns the key file.
 fn vault_with_both(t: &TempDir, cipher: &Path) -> PathBuf {
-    let pass = secret_file(&t, "both.pass", PASSPHRASE.as_bytes());
+    let pass = secret_file(t, "both.pass", PASSPHRASE.as_bytes());
     let name = cipher.file_name().unwrap().to_str().unwrap();
     let key = t.path().join(format!("{name}.key"));
     let out = run(
