@@ -1,14 +1,15 @@
 //! `fscrypt-rs`: the command-line front end of fscrypt-rs.
 //!
 //! This binary only parses arguments, dispatches to one module per verb
-//! under `commands/`, and maps errors to exit codes. Format and crypto logic
-//! live in the library crates.
+//! under `commands/` (helpers they share are under `support/`), and maps
+//! errors to exit codes. Format and crypto logic live in the library crates.
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod commands;
+mod support;
 
 /// Linux fscrypt in Rust: manage kernel fscrypt, verify its ciphertext,
 /// benchmark crypto providers, and mount a userspace fscrypt filesystem.
@@ -210,7 +211,7 @@ fn main() -> ExitCode {
             | Command::Crypt(_)
     ) {
         // These read a passphrase, key file or raw key: no core dumps.
-        commands::secret::protect_process();
+        support::secret::protect_process();
     }
     let result = match cli.command {
         Command::Providers(args) => commands::providers::exec(args),

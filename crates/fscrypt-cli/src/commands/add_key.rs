@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use fscrypt::KeyDescriptor;
 use fscrypt_linux::keyring;
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs add-key`.
 #[derive(clap::Args, Debug)]

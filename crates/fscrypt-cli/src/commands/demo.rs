@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use fscrypt_fuse::vault::{InitOptions, Vault};
 
-use super::secret;
+use crate::support::secret;
 
 /// Arguments of `fscrypt-rs demo`.
 #[derive(clap::Args, Debug)]

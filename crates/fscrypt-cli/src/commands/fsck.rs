@@ -27,7 +27,7 @@ use anyhow::{Context, bail};
 use fscrypt_vault::Vault;
 use fscrypt_vault::fsck::{self, Options, Report};
 
-use super::secret;
+use crate::support::secret;
 
 /// Exit status: the vault is clean (or every problem was repaired).
 pub const EXIT_CLEAN: u8 = 0;

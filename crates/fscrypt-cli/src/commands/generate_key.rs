@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use fscrypt_linux::blkcrypto;
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs generate-key`.
 #[derive(clap::Args, Debug)]

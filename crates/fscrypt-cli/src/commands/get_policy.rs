@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use fscrypt_linux::policy;
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs get-policy`.
 #[derive(clap::Args, Debug)]

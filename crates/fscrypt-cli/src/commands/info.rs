@@ -15,7 +15,7 @@ use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord};
 use fscrypt_vault::{FS_BLOCK_SIZE, Vault};
 use serde_json::json;
 
-use super::secret;
+use crate::support::secret;
 
 /// Arguments of `fscrypt-rs info`.
 #[derive(clap::Args, Debug)]

@@ -9,7 +9,7 @@ use anyhow::Context;
 use fscrypt::EncryptionMode;
 use fscrypt_vault::{ARGON2_TARGET, Argon2Choice, Argon2Params, InitOptions, Vault};
 
-use super::secret;
+use crate::support::secret;
 
 /// Contents encryption modes a vault may use (spec §1.1, §1.2).
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use fscrypt_linux::keyring::{self, KeyPresence, KeySpec};
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs key-status`.
 #[derive(clap::Args, Debug)]

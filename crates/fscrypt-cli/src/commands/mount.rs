@@ -35,7 +35,7 @@ use anyhow::{Context, bail};
 use fscrypt_crypto::SecretBuf;
 use fscrypt_fuse::vault::Vault;
 
-use super::secret;
+use crate::support::secret;
 
 /// How long the parent waits for the daemon's mount to appear.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -354,12 +354,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     // whether it is mounted already.
     let backing = std::fs::canonicalize(&args.cipherdir)
         .with_context(|| format!("{}", args.cipherdir.display()))?;
-    let mountpoint = super::mounts::check_mountpoint(
+    let mountpoint = crate::support::mounts::check_mountpoint(
         &backing,
         &args.mountpoint,
         args.nonempty || opts.nonempty,
     )?;
-    super::mounts::check_vault_free(&backing)?;
+    crate::support::mounts::check_vault_free(&backing)?;
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
     let pass_source = if args.pass.is_given() {
         args.pass.clone()

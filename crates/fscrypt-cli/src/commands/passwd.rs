@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use fscrypt_vault::{ProtectorKind, Secret, Vault};
 
-use super::secret;
+use crate::support::secret;
 
 /// Arguments of `fscrypt-rs passwd`.
 ///

@@ -12,7 +12,7 @@ use fscrypt_crypto::SecretBuf;
 use fscrypt_vault::config::{ProtectorRecord, format_utc};
 use fscrypt_vault::{Argon2Params, NewSecret, RecoveryKey, Secret, Vault};
 
-use super::secret;
+use crate::support::secret;
 
 /// Arguments of `fscrypt-rs protector`.
 #[derive(clap::Args, Debug)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use fscrypt_linux::keyring::{self, KeySpec, RemovalOutcome};
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Exit code when the key was removed but files are still open.
 pub const EXIT_FILES_BUSY: u8 = 3;

@@ -9,7 +9,7 @@ use fscrypt::{EncryptionMode, Policy, PolicyFlags, PolicyV1, PolicyV2};
 use fscrypt_linux::keyring::KeySpec;
 use fscrypt_linux::policy;
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs set-policy`.
 #[derive(clap::Args, Debug)]

@@ -7,8 +7,8 @@ use fscrypt::Policy;
 use fscrypt_linux::keyring::{self, KeyPresence, KeySpec};
 use fscrypt_linux::{Error, ext4, mountinfo, policy};
 
-use super::kernel;
-use super::mounts::{self, MountState};
+use crate::support::kernel;
+use crate::support::mounts::{self, MountState};
 
 /// Arguments of `fscrypt-rs status`.
 #[derive(clap::Args, Debug)]

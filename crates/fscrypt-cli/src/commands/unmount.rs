@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use super::mount::mount_count;
-use super::mounts;
+use crate::support::mounts;
 
 /// How long `unmount` retries while the kernel reports the mount busy
 /// (e.g. a file just closed by a process that is still exiting).

@@ -8,7 +8,7 @@ use anyhow::Context;
 use fscrypt::MasterKey;
 use fscrypt_linux::verify::{self, Outcome};
 
-use super::kernel;
+use crate::support::kernel;
 
 /// Exit code when at least one object mismatched (or could not be verified).
 pub const EXIT_MISMATCH: u8 = 3;
