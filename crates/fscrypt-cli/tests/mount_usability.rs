@@ -10,72 +10,19 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use test_support::procs::{ChildGuard, mount_daemon, uid_of};
+use test_support::skip::{can_mount, command_exists};
+use test_support::users::{NOBODY, as_user, nobody_sh};
+use test_support::{TempDir, is_mounted, is_root, os_args as args, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-const NOBODY: &str = "65534";
 
-/// A temporary directory removed on drop (after the guards unmounted).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        use std::io::Read;
-        std::fs::File::open("/dev/urandom")
-            .unwrap()
-            .read_exact(&mut rnd)
-            .unwrap();
-        let hex: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("fscrypt-usab-{tag}-{hex}"));
-        std::fs::create_dir(&path).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        TempDir(std::fs::canonicalize(path).unwrap())
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-    fn sub(&self, name: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
-fn can_mount(test: &str) -> bool {
-    let ok = is_root() && Path::new("/dev/fuse").exists();
-    if !ok {
-        eprintln!("SKIPPED {test}: needs root and /dev/fuse");
-    }
-    ok
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
+/// Guards the mount on `mnt` (undone with `fscrypt-rs unmount`).
+fn mount_guard(mnt: &Path) -> test_support::MountGuard {
+    test_support::MountGuard::new(BIN, mnt)
 }
 
 /// The mountinfo line of the mount at `path`.
@@ -87,91 +34,25 @@ fn mount_line(path: &Path) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Unmounts on drop (`fscrypt-rs unmount`, then a lazy umount).
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        for _ in 0..3 {
-            if is_mounted(&self.0) {
-                let _ = Command::new(BIN)
-                    .arg("unmount")
-                    .arg(&self.0)
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
-/// Kills and reaps a child on drop.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Waits for `cond`, failing after 30 s.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    test_support::procs::wait_for(what, Duration::from_secs(30), cond);
 }
 
 /// Runs the binary with `args` (as root, or as uid 65534 through setpriv
-/// with HOME in `home` and PATH as given), stdin /dev/null, 60 s at most.
+/// with HOME in `home` and PATH as given), stdin empty, 60 s at most.
 fn run_as(nobody: Option<(&Path, &str)>, args: &[&std::ffi::OsStr]) -> Output {
     let mut cmd = match nobody {
         Some((home, path)) => {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid",
-                NOBODY,
-                "--regid",
-                NOBODY,
-                "--clear-groups",
-                "env",
-            ])
-            .arg(format!("HOME={}", home.display()))
-            .arg(format!("PATH={path}"))
-            .arg(BIN);
+            let mut c = as_user(NOBODY, NOBODY, "env");
+            c.arg(format!("HOME={}", home.display()))
+                .arg(format!("PATH={path}"))
+                .arg(BIN);
             c
         }
         None => Command::new(BIN),
     };
-    let mut child = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("{args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
+    test_support::run::output(cmd.args(args), b"")
 }
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
@@ -202,8 +83,8 @@ fn refused(out: &Output, needles: &[&str]) -> String {
 /// A vault with a key file in `t`: (cipherdir, key file).
 fn vault(t: &TempDir) -> (PathBuf, PathBuf) {
     let cipher = t.sub("cipher");
-    let key = t.path().join("vault.key");
-    ok(&run(args!["init", cipher, "--new-key-file", key]), "init");
+    let key = t.join("vault.key");
+    test_support::cli::init_with_key_file(Path::new(BIN), &cipher, &key);
     (cipher, key)
 }
 
@@ -214,7 +95,7 @@ fn nobody_cannot_mount() -> Option<String> {
     if !is_root() {
         return Some("needs root (to become uid 65534 with setpriv)".into());
     }
-    if Command::new("setpriv").arg("--version").output().is_err() {
+    if !command_exists("setpriv", &["--version"]) {
         return Some("needs setpriv (util-linux)".into());
     }
     let fusermount = ["/usr/bin/fusermount3", "/bin/fusermount3"]
@@ -238,10 +119,7 @@ fn nobody_cannot_mount() -> Option<String> {
         }
         Err(_) => return Some("needs /dev/fuse".into()),
     }
-    let exec = Command::new("setpriv")
-        .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups"])
-        .args(["test", "-x", BIN])
-        .status();
+    let exec = as_user(NOBODY, NOBODY, "test").args(["-x", BIN]).status();
     if !exec.is_ok_and(|s| s.success()) {
         return Some(format!("uid 65534 cannot run {BIN}"));
     }
@@ -251,28 +129,8 @@ fn nobody_cannot_mount() -> Option<String> {
 /// A 0755 directory owned by uid 65534.
 fn nobody_dir(tag: &str) -> TempDir {
     let t = TempDir::new(tag);
-    std::process::Command::new("chown")
-        .args([&format!("{NOBODY}:{NOBODY}"), t.path().to_str().unwrap()])
-        .status()
-        .unwrap();
+    std::os::unix::fs::chown(t.path(), Some(NOBODY), Some(NOBODY)).unwrap();
     t
-}
-
-/// The uid of the `fscrypt-rs mount --foreground` daemon serving `mnt`.
-fn daemon_uid(mnt: &Path) -> Option<u32> {
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let argv: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
-        if argv.contains(&&b"--foreground"[..]) && argv.contains(&mnt.to_str().unwrap().as_bytes())
-        {
-            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
-            let uid = status.lines().find(|l| l.starts_with("Uid:"))?;
-            return uid.split_whitespace().nth(2)?.parse().ok();
-        }
-    }
-    None
 }
 
 #[test]
@@ -282,15 +140,13 @@ fn an_ordinary_user_mounts_and_unmounts_through_fusermount3() {
         return;
     }
     let t = nobody_dir("nobody");
-    let home = t.path().join("home");
-    let cipher = t.path().join("cipher");
-    let mnt = t.path().join("plain");
-    let key = t.path().join("vault.key");
+    let home = t.join("home");
+    let cipher = t.join("cipher");
+    let mnt = t.join("plain");
+    let key = t.join("vault.key");
     let path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
     let me = Some((home.as_path(), path));
-    let mkdirs = Command::new("setpriv")
-        .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups"])
-        .arg("mkdir")
+    let mkdirs = as_user(NOBODY, NOBODY, "mkdir")
         .args([&home, &cipher, &mnt])
         .status()
         .unwrap();
@@ -299,22 +155,20 @@ fn an_ordinary_user_mounts_and_unmounts_through_fusermount3() {
         &run_as(me, args!["init", cipher, "--new-key-file", key]),
         "init as 65534",
     );
-    let _guard = MountGuard(mnt.clone());
+    let _guard = mount_guard(&mnt);
     let out = run_as(me, args!["mount", cipher, mnt, "--key-file", key]);
     ok(&out, "mount as 65534");
     let line = mount_line(&mnt).expect("mounted");
     assert!(line.contains("fuse.fscrypt-rs"), "{line}");
     assert!(line.contains("user_id=65534"), "{line}");
-    assert_eq!(daemon_uid(&mnt), Some(65534), "the daemon runs as the user");
+    assert_eq!(
+        mount_daemon(&mnt).and_then(uid_of),
+        Some(65534),
+        "the daemon runs as the user"
+    );
     // Root cannot look into a mount without allow_other; the user writes
     // and reads through a shell of its own.
-    let sh = |script: &str| {
-        Command::new("setpriv")
-            .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups"])
-            .args(["sh", "-c", script])
-            .output()
-            .unwrap()
-    };
+    let sh = |script: &str| nobody_sh(script).output().unwrap();
     let file = mnt.join("note.txt");
     let out = sh(&format!(
         "echo 'hello from nobody' > {0} && cat {0}",
@@ -381,11 +235,11 @@ fn refuses_non_empty_nested_and_stacked_mount_points() {
     std::fs::write(mnt.join("a"), b"under").unwrap();
     std::fs::write(mnt.join("b"), b"under").unwrap();
     // Guards first: a refusal that fails to refuse must not leak a mount.
-    let guard = MountGuard(mnt.clone());
+    let guard = mount_guard(&mnt);
     let other = t.sub("other");
-    let _g_other = MountGuard(other.clone());
-    let _g_cipher = MountGuard(cipher.clone());
-    let _g_top = MountGuard(t.path().to_path_buf());
+    let _g_other = mount_guard(&other);
+    let _g_cipher = mount_guard(&cipher);
+    let _g_top = mount_guard(t.path());
     let out = run(args!["mount", cipher, mnt, "--key-file", key]);
     refused(&out, &["not empty", "2 entries", "--nonempty"]);
     assert!(!is_mounted(&mnt));
@@ -411,7 +265,7 @@ fn refuses_non_empty_nested_and_stacked_mount_points() {
     refused(&out, &["the vault itself"]);
     let inside = cipher.join("inside");
     std::fs::create_dir(&inside).unwrap();
-    let _g_inside = MountGuard(inside.clone());
+    let _g_inside = mount_guard(&inside);
     let out = run(args!["mount", cipher, inside, "--key-file", key]);
     refused(&out, &["inside the vault"]);
     std::fs::remove_dir(&inside).unwrap();
@@ -427,21 +281,6 @@ fn refuses_non_empty_nested_and_stacked_mount_points() {
     assert!(!is_mounted(t.path()) && !is_mounted(&cipher));
 }
 
-/// The pid of the daemon serving `mnt`.
-fn daemon_pid(mnt: &Path) -> u32 {
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let argv: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
-        if argv.contains(&&b"--foreground"[..]) && argv.contains(&mnt.to_str().unwrap().as_bytes())
-        {
-            return e.file_name().to_str().unwrap().parse().unwrap();
-        }
-    }
-    panic!("no daemon for {}", mnt.display());
-}
-
 #[test]
 fn dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours() {
     if !can_mount("dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours") {
@@ -451,8 +290,8 @@ fn dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours() {
     let (cipher, key) = vault(&t);
     let mnt = t.sub("plain");
     let other = t.sub("other");
-    let _g1 = MountGuard(mnt.clone());
-    let _g2 = MountGuard(other.clone());
+    let _g1 = mount_guard(&mnt);
+    let _g2 = mount_guard(&other);
     ok(
         &run(args!["mount", cipher, mnt, "--key-file", key]),
         "mount",
@@ -481,7 +320,7 @@ fn dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours() {
     assert_eq!(j["mounts"][0]["state"], "unlocked");
     assert_eq!(j["protectors"][0], "key_file");
     // The daemon dies: the mount is dead.
-    let pid = daemon_pid(&mnt);
+    let pid = mount_daemon(&mnt).expect("the daemon serving the mount");
     Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()
@@ -511,7 +350,7 @@ fn dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours() {
     let out = run(args!["unmount", mnt]);
     refused(&out, &["is not mounted"]);
     let tmpfs = t.sub("tmpfs");
-    let _g3 = MountGuard(tmpfs.clone());
+    let _g3 = mount_guard(&tmpfs);
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=1m", "fscrypt-test-tmpfs"])
         .arg(&tmpfs)
@@ -532,8 +371,8 @@ fn foreground_is_quiet_and_each_ctrl_c_retries_a_busy_unmount() {
     let t = TempDir::new("busy");
     let (cipher, key) = vault(&t);
     let mnt = t.sub("plain");
-    let _g = MountGuard(mnt.clone());
-    let log = t.path().join("stderr");
+    let _g = mount_guard(&mnt);
+    let log = t.join("stderr");
     let daemon = Command::new(BIN)
         .args([
             "mount".as_ref(),

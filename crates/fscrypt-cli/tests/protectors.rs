@@ -6,77 +6,25 @@
 //! (with root and /dev/fuse) a file written before reads back after every
 //! change. Argon2id runs with cheap test costs.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use test_support::cli::CHEAP_ARGON2;
+use test_support::skip::can_mount;
+use test_support::{MountGuard, TempDir, is_mounted, os_args as args, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures");
 const EXIT_WRONG_SECRET: i32 = 12;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::io::Read;
-        let mut rnd = [0u8; 6];
-        std::fs::File::open("/dev/urandom")
-            .unwrap()
-            .read_exact(&mut rnd)
-            .unwrap();
-        let hex: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("fscrypt-prot-{tag}-{hex}"));
-        std::fs::create_dir(&path).unwrap();
-        TempDir(path)
-    }
-    fn sub(&self, name: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs the binary with `stdin` piped in (never a terminal); 60 s limit.
 fn run(args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", "m=64,t=1,p=1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        let mut pipe = child.stdin.take().unwrap();
-        let _ = pipe.write_all(stdin);
-    }
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("{args:?} did not finish within 60 s: {out:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new(&$a)),*] };
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    test_support::run::output(
+        Command::new(BIN)
+            .args(args)
+            .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2),
+        stdin,
+    )
 }
 
 fn ok(out: &Output) -> String {
@@ -153,7 +101,7 @@ fn passwd_with_the_wrong_old_passphrase_changes_nothing() {
     assert!(!passphrase_opens(&cipher, "old pass"));
     assert!(passphrase_opens(&cipher, "new pass"));
     // A key-file protector is not a passphrase: passwd says what to use.
-    let key = t.0.join("k");
+    let key = t.join("k");
     ok(&run(
         args![
             "protector",
@@ -205,7 +153,7 @@ fn protectors_add_list_remove_and_the_last_is_kept() {
         format!("{sloppy}\nsecond\n").as_bytes(),
     ));
     // Two key files, default names.
-    let (k1, k2) = (t.0.join("k1"), t.0.join("k2"));
+    let (k1, k2) = (t.join("k1"), t.join("k2"));
     ok(&run(
         args!["protector", "add", cipher, "key-file", "--new-key-file", k1],
         b"second\n",
@@ -370,7 +318,7 @@ fn protectors_add_list_remove_and_the_last_is_kept() {
 #[test]
 fn v1_fixture_keeps_unlocking_after_passwd() {
     let t = TempDir::new("fixture");
-    let cipher = t.0.join("v");
+    let cipher = t.join("v");
     std::fs::create_dir(&cipher).unwrap();
     std::fs::copy(
         format!("{FIXTURES}/vault-v1/fscrypt.vault.json"),
@@ -407,42 +355,6 @@ fn v1_fixture_keeps_unlocking_after_passwd() {
 
 // ---------------------------------------------------------------- mounting
 
-fn can_mount() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false);
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED: mount tests need root and /dev/fuse (root: {root})");
-        return false;
-    }
-    true
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = path.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(want))
-}
-
-/// Unmounts on drop.
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = Command::new(BIN).arg("unmount").arg(&self.0).status();
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
 /// Mounts with `extra` args and `stdin`, reads the file, unmounts.
 fn read_through_mount(
     cipher: &Path,
@@ -456,7 +368,7 @@ fn read_through_mount(
     if !out.status.success() {
         return Err(out.status.code().unwrap_or(-1));
     }
-    let _guard = MountGuard(mnt.to_owned());
+    let _guard = MountGuard::new(BIN, mnt);
     let data = std::fs::read(mnt.join("notes/plan.txt")).unwrap();
     ok(&run(args!["unmount", mnt], b""));
     Ok(data)
@@ -464,7 +376,7 @@ fn read_through_mount(
 
 #[test]
 fn each_protector_mounts_and_the_data_survives_every_change() {
-    if !can_mount() {
+    if !can_mount("each_protector_mounts_and_the_data_survives_every_change") {
         return;
     }
     let t = TempDir::new("mount");
@@ -474,12 +386,12 @@ fn each_protector_mounts_and_the_data_survives_every_change() {
     const DATA: &[u8] = b"written before any protector change";
     {
         ok(&run(args!["mount", cipher, mnt], b"alpha\n"));
-        let _guard = MountGuard(mnt.clone());
+        let _guard = MountGuard::new(BIN, &mnt);
         std::fs::create_dir(mnt.join("notes")).unwrap();
         std::fs::write(mnt.join("notes/plan.txt"), DATA).unwrap();
         ok(&run(args!["unmount", mnt], b""));
     }
-    let key = t.0.join("vault.key");
+    let key = t.join("vault.key");
     let key_s = key.to_str().unwrap().to_owned();
     // The recovery key mounts (typed with dashes as shown).
     assert_eq!(

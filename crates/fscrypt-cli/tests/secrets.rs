@@ -42,20 +42,7 @@ fn run_sh(script: &str, args: &[&std::ffi::OsStr], cwd: &Path, stdin: &[u8]) -> 
 /// The pid of the daemon serving `mnt`: the process whose argv has
 /// `--master-key-stdin` and `mnt`.
 fn daemon_pid(mnt: &Path) -> Option<u32> {
-    let want = mnt.as_os_str().as_encoded_bytes();
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let argv: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
-        if argv.contains(&&b"--master-key-stdin"[..]) && argv.contains(&want) {
-            return Some(pid);
-        }
-    }
-    None
+    test_support::procs::pid_with_args(&[b"--master-key-stdin", mnt.as_os_str().as_encoded_bytes()])
 }
 
 /// Core files (`core`, `core.*`) directly in `dir`.

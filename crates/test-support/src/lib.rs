@@ -9,6 +9,7 @@
 //! | [`mount`] | mountinfo checks, waits, [`MountGuard`] for the real binary, [`BindGuard`], [`clear_mount`] |
 //! | [`cli`] | driving the real `fscrypt-rs` binary (init with a key file) |
 //! | [`run`] | running a command with stdin bytes and a timeout, [`os_args!`], `text` |
+//! | [`procs`] | finding a process by its argv (the mount daemon), its uid, [`procs::wait_for`], [`procs::ChildGuard`] |
 //! | [`users`] | `setpriv` wrappers that run a command as another user (uid 65534) |
 //! | [`bytes`] | hex, substring search, a deterministic xorshift generator |
 //! | [`alloc`] | the counting global allocator of the zero-allocation tests |
@@ -31,6 +32,7 @@ pub mod logs;
 #[cfg(feature = "loopdev")]
 pub mod loopdev;
 pub mod mount;
+pub mod procs;
 pub mod run;
 pub mod skip;
 pub mod tempdir;
