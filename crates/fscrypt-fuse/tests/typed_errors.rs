@@ -7,21 +7,11 @@ use std::ffi::OsStr;
 use std::fs;
 
 use fscrypt::{HookError, NameError};
-use fscrypt_fuse::{Caller, EncryptedFs, Error, FileHandle, FsOptions, InodeNo, ROOT};
-use test_support::fuse::{Vault, master, policy};
+use fscrypt_fuse::{Caller, Error, FileHandle, InodeNo, ROOT};
+use test_support::fuse::{Vault, open_fs, policy};
 use test_support::{TempDir, fuse_available};
 
 const ME: Caller = Caller { uid: 0, gid: 0 };
-
-fn open_fs(dir: &TempDir, unlocked: bool) -> EncryptedFs {
-    EncryptedFs::new(
-        dir.path(),
-        policy(),
-        unlocked.then(master),
-        FsOptions::default(),
-    )
-    .unwrap()
-}
 
 #[test]
 fn format_errors_keep_their_cause_and_errno() {

@@ -3,21 +3,11 @@
 
 use std::ffi::OsStr;
 
-use fscrypt_fuse::{Caller, EncryptedFs, Error, FsOptions, Kind, ROOT, SetAttr};
+use fscrypt_fuse::{Caller, EncryptedFs, Error, Kind, ROOT, SetAttr};
 use test_support::TempDir;
-use test_support::fuse::{master, policy};
+use test_support::fuse::{open_fs, policy};
 
 const ME: Caller = Caller { uid: 0, gid: 0 };
-
-fn open_fs(dir: &TempDir, unlocked: bool) -> EncryptedFs {
-    EncryptedFs::new(
-        dir.path(),
-        policy(),
-        unlocked.then(master),
-        FsOptions::default(),
-    )
-    .unwrap()
-}
 
 fn read_all(fs: &EncryptedFs, fh: fscrypt_fuse::FileHandle, off: u64, len: u32) -> Vec<u8> {
     let mut buf = Vec::new();

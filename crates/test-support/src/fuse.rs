@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fscrypt::{KeyIdentifier, MasterKey, PolicyV2};
-use fscrypt_fuse::{BackgroundMount, MountConfig};
+use fscrypt_fuse::{BackgroundMount, EncryptedFs, FsOptions, MountConfig};
 
 use crate::TempDir;
 use crate::mount::{is_mounted, wait_mounted};
@@ -32,6 +32,21 @@ pub fn master() -> MasterKey {
 pub fn policy() -> PolicyV2 {
     let id: KeyIdentifier = master().identifier();
     PolicyV2::new_default(id)
+}
+
+/// An in-process [`EncryptedFs`] over `backing` with [`policy`] and
+/// default options, unlocked with [`master`] or locked.
+///
+/// # Panics
+/// If the filesystem cannot be opened.
+pub fn open_fs(backing: impl AsRef<Path>, unlocked: bool) -> EncryptedFs {
+    EncryptedFs::new(
+        backing.as_ref(),
+        policy(),
+        unlocked.then(master),
+        FsOptions::default(),
+    )
+    .unwrap()
 }
 
 /// The mount configuration the tests use (`allow_other`, and `suid`/`dev`
