@@ -7,9 +7,8 @@
 //! change. Argon2id runs with cheap test costs.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use test_support::cli::CHEAP_ARGON2;
 use test_support::skip::can_mount;
 use test_support::{MountGuard, TempDir, is_mounted, os_args as args, text};
 
@@ -19,12 +18,7 @@ const EXIT_WRONG_SECRET: i32 = 12;
 
 /// Runs the binary with `stdin` piped in (never a terminal); 60 s limit.
 fn run(args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
-    test_support::run::output(
-        Command::new(BIN)
-            .args(args)
-            .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2),
-        stdin,
-    )
+    test_support::cli::run(Path::new(BIN), args, stdin)
 }
 
 fn ok(out: &Output) -> String {

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use test_support::cli::CHEAP_ARGON2;
 use test_support::skip::can_mount;
 use test_support::tree::grep_tree;
 use test_support::{MountGuard, TempDir, is_mounted, os_args as args, text};
@@ -18,19 +17,8 @@ use test_support::{MountGuard, TempDir, is_mounted, os_args as args, text};
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 const EXIT_WRONG_SECRET: i32 = 12;
 
-/// Runs the binary with `stdin` as its standard input (a pipe, so never a
-/// terminal), killing it if it has not finished within 60 s.
-fn run_with(bin: &Path, args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
-    test_support::run::output(
-        Command::new(bin)
-            .args(args)
-            .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2),
-        stdin,
-    )
-}
-
 fn run(args: &[&std::ffi::OsStr], stdin: &[u8]) -> Output {
-    run_with(Path::new(BIN), args, stdin)
+    test_support::cli::run(Path::new(BIN), args, stdin)
 }
 
 /// The mount(8) helper: a symlink named `mount.fscrypt-rs` to the binary.
@@ -289,7 +277,7 @@ fn wrong_passphrase_or_key_exits_12_without_retrying() {
         text(&out.stderr)
     );
     // The mount helper passes the code on.
-    let out = run_with(
+    let out = test_support::cli::run(
         &helper(&t),
         args![cipher2, mnt, "-o", format!("keyfile={}", wrong.display())],
         b"",
@@ -363,7 +351,7 @@ fn mount_unmount_round_trip_with_key_file_and_passphrase() {
     unmount(&mnt);
 
     // Through the mount(8) helper, read-only, key file as an option.
-    let out = run_with(
+    let out = test_support::cli::run(
         &helper(&t),
         args![
             cipher,

@@ -17,6 +17,17 @@ pub fn init_with_key_file(bin: &Path, cipher: &Path, key: &Path) {
     );
 }
 
+/// `<bin> args...` with cheap Argon2 parameters and `stdin` piped in (never
+/// a terminal), within [`crate::run::TIMEOUT`].
+pub fn run(bin: &Path, args: &[&std::ffi::OsStr], stdin: &[u8]) -> std::process::Output {
+    crate::run::output(
+        Command::new(bin)
+            .args(args)
+            .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", CHEAP_ARGON2),
+        stdin,
+    )
+}
+
 /// Argon2id parameters that make tests fast
 /// (`FSCRYPT_RS_INSECURE_ARGON2_PARAMS`).
 pub const CHEAP_ARGON2: &str = "m=64,t=1,p=1";
