@@ -21,6 +21,7 @@ use std::os::unix::fs::{DirEntryExt, FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use fscrypt::hooks::FscryptName;
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey};
 
 use crate::ext4::{EXT4_CASEFOLD_FL, Ext4, Ext4Error, Extent, Inode, InodeKind};
@@ -705,9 +706,11 @@ impl Verifier<'_> {
         entries.sort();
         for (name, ino) in &entries {
             names += 1;
-            let expected = crypt
-                .encrypt_filename(name)
+            // The name as a lookup would prepare it (the hooks are the one
+            // entry point for names): with the key, its exact ciphertext.
+            let wanted = FscryptName::for_lookup(Some(crypt), name)
                 .map_err(|e| format!("encrypt name {:?}: {e}", String::from_utf8_lossy(name)))?;
+            let expected = wanted.disk_name().unwrap_or_default();
             r.bytes += expected.len() as u64;
             let cands = u32::try_from(*ino).ok().and_then(|i| by_ino.get(&i));
             let Some(cands) = cands else {
@@ -720,10 +723,10 @@ impl Verifier<'_> {
                 };
                 return Ok(());
             };
-            if cands.iter().any(|c| *c == &expected[..]) {
+            if cands.iter().any(|c| wanted.matches(c)) {
                 continue;
             }
-            let off = first_diff(&expected, cands[0]).unwrap_or(0);
+            let off = first_diff(expected, cands[0]).unwrap_or(0);
             r.outcome = Outcome::Mismatch {
                 offset: off as u64,
                 detail: format!(
