@@ -4,156 +4,26 @@
 //! checked by the binary: the reported kind, backing path, plaintext path,
 //! exit status; then `--repair` where that is safe, a clean check after it,
 //! and the user's data untouched (backing bytes and plaintext read back).
+//!
+//! Exit statuses and refusals are in `fsck_exit_codes.rs`; the shared vault
+//! in `fsck_common/mod.rs`.
+
+mod fsck_common;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use fscrypt::{Context, InodeCrypt, InodeParams, Policy};
 use fscrypt_fuse::layout::{self, Header, HeaderKind};
-use fscrypt_fuse::{Caller, EncryptedFs, FsOptions, InodeNo, ROOT};
-use fscrypt_vault::Vault;
+use fscrypt_fuse::{InodeNo, ROOT};
 use std::os::unix::fs::FileExt;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-const CONTENT: &[u8] = b"hello, fsck\n";
-const LONG_NAME: &str = "a-long-name-that-needs-a-side-file-because-its-ciphertext-is-longer-than-one-hundred-and-ninety-one-bytes-so-it-is-stored-under-a-hash-and-its-ciphertext-lives-in-a-side-file-next-to-the-entry.txt";
+use fsck_common::*;
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let mut rnd = [0u8; 6];
-        fscrypt_crypto::random_bytes(&mut rnd).unwrap();
-        let hex: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
-        let path = std::env::temp_dir().join(format!("fscrypt-fsck-{tag}-{hex}"));
-        std::fs::create_dir(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A vault with: /hello.txt, /docs/a.txt, /docs/<LONG_NAME>, /empty/,
-/// /link -> hello.txt, /longlink -> a 3500-byte target (in the store),
-/// /fifo.
-struct V {
-    _tmp: TempDir,
-    cipher: PathBuf,
-    key: PathBuf,
-}
-
-fn me() -> Caller {
-    Caller {
-        uid: rustix::process::geteuid().as_raw(),
-        gid: rustix::process::getegid().as_raw(),
-    }
-}
-
-fn long_target() -> Vec<u8> {
-    (0..3500).map(|i| b'a' + (i % 26) as u8).collect()
-}
-
+/// Helpers only the damage cases need.
 impl V {
-    fn new(tag: &str) -> V {
-        V::with_init(tag, &[])
-    }
-
-    fn with_init(tag: &str, extra: &[&str]) -> V {
-        let tmp = TempDir::new(tag);
-        let cipher = tmp.0.join("cipher");
-        let key = tmp.0.join("key");
-        std::fs::create_dir(&cipher).unwrap();
-        let mut args: Vec<&OsStr> = vec![
-            "init".as_ref(),
-            cipher.as_os_str(),
-            "--new-key-file".as_ref(),
-            key.as_os_str(),
-        ];
-        args.extend(extra.iter().map(OsStr::new));
-        let out = run(&args);
-        assert!(out.status.success(), "init: {}", text(&out.stderr));
-        let v = V {
-            _tmp: tmp,
-            cipher,
-            key,
-        };
-        {
-            let fs = v.fs();
-            let c = me();
-            let (_, fh) = fs
-                .create(ROOT, OsStr::new("hello.txt"), 0o644, 2, c)
-                .unwrap();
-            fs.write(fh, 0, CONTENT).unwrap();
-            fs.release(fh).unwrap();
-            let docs = InodeNo(fs.mkdir(ROOT, OsStr::new("docs"), 0o755, c).unwrap().ino.0);
-            for name in ["a.txt", LONG_NAME] {
-                let (_, fh) = fs.create(docs, OsStr::new(name), 0o644, 2, c).unwrap();
-                fs.write(fh, 0, name.as_bytes()).unwrap();
-                fs.release(fh).unwrap();
-            }
-            fs.mkdir(ROOT, OsStr::new("empty"), 0o755, c).unwrap();
-            fs.symlink(ROOT, OsStr::new("link"), b"hello.txt", c)
-                .unwrap();
-            fs.symlink(ROOT, OsStr::new("longlink"), &long_target(), c)
-                .unwrap();
-            fs.mknod(ROOT, OsStr::new("fifo"), 0o010644, 0, c).unwrap();
-        } // dropped: the clean marker is written
-        v
-    }
-
-    fn master(&self) -> fscrypt::MasterKey {
-        let vault = Vault::open(&self.cipher).unwrap();
-        vault
-            .unlock_with_key_file(&std::fs::read(&self.key).unwrap())
-            .unwrap()
-    }
-
-    fn fs(&self) -> EncryptedFs {
-        let vault = Vault::open(&self.cipher).unwrap();
-        EncryptedFs::new(
-            &self.cipher,
-            *vault.policy(),
-            Some(self.master()),
-            FsOptions::default(),
-        )
-        .unwrap()
-    }
-
-    /// Runs fsck with the key file (`key`) or `--no-key`, plus `extra`.
-    fn fsck(&self, key: bool, extra: &[&str]) -> Output {
-        let mut args: Vec<&OsStr> = vec!["fsck".as_ref(), self.cipher.as_os_str()];
-        if key {
-            args.push("--key-file".as_ref());
-            args.push(self.key.as_os_str());
-        } else {
-            args.push("--no-key".as_ref());
-        }
-        args.extend(extra.iter().map(OsStr::new));
-        run(&args)
-    }
-
-    /// The JSON report of a check (key or not), with its exit status.
-    fn report(&self, key: bool, extra: &[&str]) -> (i32, serde_json::Value) {
-        let mut e = extra.to_vec();
-        e.push("--json");
-        let out = self.fsck(key, &e);
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "fsck --json: {e}: stdout {} stderr {}",
-                text(&out.stdout),
-                text(&out.stderr)
-            )
-        });
-        (out.status.code().unwrap(), v)
-    }
-
     /// The backing path of a plaintext path: each name encrypted with its
     /// backing directory's key, as the filesystem does.
     fn backing(&self, plain: &str) -> PathBuf {
@@ -239,40 +109,6 @@ fn snap(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
             out.insert(rel, b"<special>".to_vec());
         }
     }
-}
-
-fn run(args: &[&OsStr]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// The problems of a JSON report as (kind, backing path relative to the
-/// cipher directory, plaintext path, status).
-fn problems(v: &V, r: &serde_json::Value) -> Vec<(String, String, Option<String>, String)> {
-    let base = format!("{}/", v.cipher.display());
-    r["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let b = p["backing_path"].as_str().unwrap();
-            (
-                p["kind"].as_str().unwrap().to_owned(),
-                b.strip_prefix(&base).unwrap_or(b).to_owned(),
-                p["path"].as_str().map(str::to_owned),
-                p["status"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
 }
 
 fn rel(v: &V, p: &Path) -> String {
@@ -918,146 +754,4 @@ fn internal_names_and_types() {
         None,
         After::Untouched,
     );
-}
-
-#[test]
-fn exit_codes_for_what_cannot_run() {
-    let v = V::new("exit");
-    // Not a vault.
-    let out = run(&["fsck".as_ref(), v._tmp.0.as_os_str(), "--no-key".as_ref()]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("not a vault"));
-    // Bad arguments.
-    let out = run(&[
-        "fsck".as_ref(),
-        v.cipher.as_os_str(),
-        "--no-key".as_ref(),
-        "--key-file".as_ref(),
-        "x".as_ref(),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    // A wrong key file: 12, as mount.
-    let wrong = v._tmp.0.join("wrong");
-    std::fs::write(&wrong, [7u8; 64]).unwrap();
-    let out = run(&[
-        "fsck".as_ref(),
-        v.cipher.as_os_str(),
-        "--key-file".as_ref(),
-        wrong.as_os_str(),
-    ]);
-    assert_eq!(out.status.code(), Some(12), "{}", text(&out.stderr));
-}
-
-#[test]
-fn repair_refused_while_the_vault_lock_is_held() {
-    // The mount daemon holds an exclusive flock on the backing root.
-    let v = V::new("locked");
-    std::fs::write(v.cipher.join("fscrypt.tmp.CCCCCCCCCCCCCCCC"), b"").unwrap();
-    let root = std::fs::File::open(&v.cipher).unwrap();
-    rustix::fs::flock(&root, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
-    let out = v.fsck(true, &["--repair"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
-    assert!(
-        text(&out.stderr).contains("is mounted"),
-        "{}",
-        text(&out.stderr)
-    );
-    assert!(v.cipher.join("fscrypt.tmp.CCCCCCCCCCCCCCCC").exists());
-    // A check still runs, with a warning.
-    let out = v.fsck(false, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("is mounted"));
-    drop(root);
-    assert_eq!(v.fsck(false, &["--repair"]).status.code(), Some(0));
-}
-
-fn is_mounted(path: &Path) -> bool {
-    fscrypt_linux::mountinfo::mounts_at(path).unwrap_or(0) > 0
-}
-
-/// Unmounts on drop, also when the test fails.
-struct MountGuard(PathBuf);
-
-impl Drop for MountGuard {
-    fn drop(&mut self) {
-        if is_mounted(&self.0) {
-            let _ = Command::new(BIN).arg("unmount").arg(&self.0).status();
-        }
-        if is_mounted(&self.0) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
-#[test]
-fn repair_refused_on_a_real_mount() {
-    if !rustix::process::geteuid().is_root() || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED: repair_refused_on_a_real_mount needs root and /dev/fuse");
-        return;
-    }
-    let v = V::new("mounted");
-    let mnt = v._tmp.0.join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let out = run(&[
-        "mount".as_ref(),
-        v.cipher.as_os_str(),
-        mnt.as_os_str(),
-        "--key-file".as_ref(),
-        v.key.as_os_str(),
-    ]);
-    let _guard = MountGuard(mnt.clone());
-    assert!(out.status.success(), "mount: {}", text(&out.stderr));
-    std::fs::write(v.cipher.join("fscrypt.tmp.DDDDDDDDDDDDDDDD"), b"").unwrap();
-    let out = v.fsck(true, &["--repair"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
-    assert!(
-        text(&out.stderr).contains("is mounted"),
-        "{}",
-        text(&out.stderr)
-    );
-    assert!(v.cipher.join("fscrypt.tmp.DDDDDDDDDDDDDDDD").exists());
-    // A check runs, warns, and does not report the marker the mount removed.
-    let (code, r) = v.report(true, &[]);
-    assert_eq!(code, 1);
-    assert_eq!(r["mounted"], true);
-    let p = problems(&v, &r);
-    assert_eq!(p.len(), 1, "{p:?}");
-    assert_eq!(p[0].0, "temporary");
-    drop(_guard);
-    assert!(!is_mounted(&mnt));
-    let out = v.fsck(true, &["--repair"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
-}
-
-/// Runs the binary with cheap Argon2id costs and `stdin` piped in.
-fn run_stdin(args: &[&OsStr], stdin: &[u8]) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("FSCRYPT_RS_INSECURE_ARGON2_PARAMS", "m=64,t=1,p=1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(stdin);
-    child.wait_with_output().unwrap()
-}
-
-#[test]
-fn passphrase_unlocks_and_a_wrong_one_exits_12() {
-    let tmp = TempDir::new("pass");
-    let cipher = tmp.0.join("cipher");
-    std::fs::create_dir(&cipher).unwrap();
-    let out = run_stdin(&["init".as_ref(), cipher.as_os_str()], b"correct horse\n");
-    assert!(out.status.success(), "init: {}", text(&out.stderr));
-    let out = run_stdin(&["fsck".as_ref(), cipher.as_os_str()], b"correct horse\n");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).contains("(with the key)"),
-        "{}",
-        text(&out.stdout)
-    );
-    let out = run_stdin(&["fsck".as_ref(), cipher.as_os_str()], b"wrong\n");
-    assert_eq!(out.status.code(), Some(12), "{}", text(&out.stderr));
 }
