@@ -7,7 +7,7 @@
 //! unit with the kernel's keys and IVs after a 4096-byte header holding the
 //! file's context and size. The format is specified in `docs/vault-format.md`.
 //!
-//! Layering: [`EncryptedFs`] (`fs.rs`) is the filesystem, testable without
+//! Layering: [`EncryptedFs`] (`fs/`, one module per concern) is the filesystem, testable without
 //! FUSE; `fuse.rs` is a thin `fuser` adapter; `inodes.rs` and `handles.rs`
 //! own their tables and locks; `crypt.rs` is the seam to the `fscrypt` crate.
 //! The bytes of the format ([`layout`]), the root ([`create_root`]) and the

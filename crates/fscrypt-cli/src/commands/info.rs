@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord};
+use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord, format_rfc3339};
 use fscrypt_vault::{FS_BLOCK_SIZE, Vault};
 use serde_json::json;
 
@@ -25,31 +25,6 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Formats seconds since 1970-01-01 UTC as RFC 3339 (`2026-01-01T00:00:00Z`),
-/// with Howard Hinnant's `civil_from_days` algorithm ("chrono-Compatible
-/// Low-Level Date Algorithms"; proleptic Gregorian calendar).
-pub fn rfc3339_utc(secs: u64) -> String {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Cast: days since 1970 of any u64 seconds fit i64.
-    #[allow(clippy::cast_possible_wrap)]
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
 }
 
 /// Runs `fscrypt-rs info`.
@@ -107,7 +82,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             "format": FORMAT_NAME,
             "version": vault.config_version(),
             "created": created,
-            "created_utc": created.map(rfc3339_utc),
+            "created_utc": created.map(format_rfc3339),
             "key_identifier": vault.key_identifier().to_string(),
             "policy": {
                 "version": 2,
@@ -133,7 +108,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     );
     println!(
         "  created: {}",
-        created.map_or_else(|| "not recorded".to_owned(), rfc3339_utc)
+        created.map_or_else(|| "not recorded".to_owned(), format_rfc3339)
     );
     println!("  key identifier: {}", vault.key_identifier());
     println!(
@@ -190,10 +165,10 @@ mod tests {
 
     #[test]
     fn rfc3339() {
-        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339_utc(1_767_225_599), "2025-12-31T23:59:59Z");
-        assert_eq!(rfc3339_utc(1_767_225_600), "2026-01-01T00:00:00Z");
-        assert_eq!(rfc3339_utc(4_102_444_800), "2100-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_rfc3339(1_767_225_599), "2025-12-31T23:59:59Z");
+        assert_eq!(format_rfc3339(1_767_225_600), "2026-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(4_102_444_800), "2100-01-01T00:00:00Z");
     }
 }

@@ -343,12 +343,14 @@ impl ConfigRecord {
     }
 }
 
-/// Formats seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-pub fn format_utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
+/// The UTC calendar date and time of `secs` seconds since 1970-01-01:
+/// (year, month, day, hour, minute, second), with Howard Hinnant's
+/// `civil_from_days` algorithm (proleptic Gregorian calendar).
+fn civil_utc(secs: u64) -> (i64, i64, i64, u64, u64, u64) {
     let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
+    // Days since 1970 of any u64 seconds fit i64.
+    #[allow(clippy::cast_possible_wrap)]
+    let z = (secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -357,12 +359,19 @@ pub fn format_utc(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Formats seconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn format_utc(secs: u64) -> String {
+    let (y, mo, d, h, mi, s) = civil_utc(secs);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
+}
+
+/// Formats seconds since the Unix epoch as RFC 3339 (`2026-01-01T00:00:00Z`).
+pub fn format_rfc3339(secs: u64) -> String {
+    let (y, mo, d, h, mi, s) = civil_utc(secs);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 /// Seconds since the Unix epoch now (0 if the clock is before 1970).
