@@ -87,6 +87,32 @@ pub enum HeaderKind {
     Directory = 2,
 }
 
+/// Byte ranges of the header fields (see [`Header`]).
+pub mod field {
+    use std::ops::Range;
+
+    /// Magic `"FSCRYPT\0"`.
+    pub const MAGIC: Range<usize> = 0..8;
+    /// Format version (one byte).
+    pub const VERSION: usize = 8;
+    /// Kind: 1 = regular file, 2 = directory (one byte).
+    pub const KIND: usize = 9;
+    /// Header region size in bytes (le16).
+    pub const REGION: Range<usize> = 10..12;
+    /// Reserved, zero.
+    pub const RESERVED: Range<usize> = 12..16;
+    /// The 40-byte `fscrypt_context_v2`.
+    pub const CONTEXT: Range<usize> = 16..56;
+    /// Plaintext size in bytes (le64).
+    pub const SIZE: Range<usize> = 56..64;
+    /// First 8 bytes of SHA-256 over [`CHECKSUMMED`].
+    pub const CHECKSUM: Range<usize> = 64..72;
+    /// The bytes the checksum covers.
+    pub const CHECKSUMMED: Range<usize> = 0..64;
+    /// What an in-place size change rewrites: the size and the checksum.
+    pub const SIZE_UPDATE: Range<usize> = 56..72;
+}
+
 /// The parsed header of a backing regular file or directory metadata file.
 ///
 /// Byte layout (all integers little endian):
@@ -115,26 +141,27 @@ impl Header {
     /// Serializes the header into its [`HEADER_USED`] bytes.
     pub fn to_bytes(&self) -> [u8; HEADER_USED] {
         let mut b = [0u8; HEADER_USED];
-        b[0..8].copy_from_slice(&MAGIC);
-        b[8] = FORMAT_VERSION;
-        b[9] = self.kind as u8;
+        b[field::MAGIC].copy_from_slice(&MAGIC);
+        b[field::VERSION] = FORMAT_VERSION;
+        b[field::KIND] = self.kind as u8;
         let region: u16 = match self.kind {
             HeaderKind::File => HEADER_SIZE as u16,
             HeaderKind::Directory => HEADER_USED as u16,
         };
-        b[10..12].copy_from_slice(&region.to_le_bytes());
-        b[16..56].copy_from_slice(&self.context);
-        b[56..64].copy_from_slice(&self.size.to_le_bytes());
-        let sum = checksum(&b[0..64]);
-        b[64..72].copy_from_slice(&sum);
+        b[field::REGION].copy_from_slice(&region.to_le_bytes());
+        b[field::CONTEXT].copy_from_slice(&self.context);
+        b[field::SIZE].copy_from_slice(&self.size.to_le_bytes());
+        let sum = checksum(&b[field::CHECKSUMMED]);
+        b[field::CHECKSUM].copy_from_slice(&sum);
         b
     }
 
-    /// The 16 bytes at offset 56 (size + checksum) for an in-place size update.
+    /// The 16 bytes of [`field::SIZE_UPDATE`] (size + checksum) for an
+    /// in-place size update at offset `field::SIZE_UPDATE.start`.
     pub fn size_update_bytes(&self) -> [u8; 16] {
         let b = self.to_bytes();
         let mut out = [0u8; 16];
-        out.copy_from_slice(&b[56..72]);
+        out.copy_from_slice(&b[field::SIZE_UPDATE]);
         out
     }
 
@@ -148,35 +175,35 @@ impl Header {
         if b.len() < HEADER_USED {
             return Err(Corruption::ShortHeader);
         }
-        if b[0..8] != MAGIC {
+        if b[field::MAGIC] != MAGIC {
             return Err(Corruption::BadMagic);
         }
-        if b[8] != FORMAT_VERSION {
-            return Err(Corruption::UnknownVersion(b[8]));
+        if b[field::VERSION] != FORMAT_VERSION {
+            return Err(Corruption::UnknownVersion(b[field::VERSION]));
         }
-        let kind = match b[9] {
+        let kind = match b[field::KIND] {
             1 => HeaderKind::File,
             2 => HeaderKind::Directory,
             k => return Err(Corruption::UnknownKind(k)),
         };
         if kind != expect {
-            return Err(Corruption::UnknownKind(b[9]));
+            return Err(Corruption::UnknownKind(b[field::KIND]));
         }
-        let region = u16::from_le_bytes([b[10], b[11]]);
+        let region = u16::from_le_bytes([b[field::REGION.start], b[field::REGION.start + 1]]);
         let want = match kind {
             HeaderKind::File => HEADER_SIZE as u16,
             HeaderKind::Directory => HEADER_USED as u16,
         };
-        if region != want || b[12..16] != [0u8; 4] {
+        if region != want || b[field::RESERVED] != [0u8; 4] {
             return Err(Corruption::BadHeaderField);
         }
-        if checksum(&b[0..64]) != b[64..72] {
+        if checksum(&b[field::CHECKSUMMED]) != b[field::CHECKSUM] {
             return Err(Corruption::BadChecksum);
         }
         let mut context = [0u8; CONTEXT_SIZE];
-        context.copy_from_slice(&b[16..56]);
+        context.copy_from_slice(&b[field::CONTEXT]);
         let mut size = [0u8; 8];
-        size.copy_from_slice(&b[56..64]);
+        size.copy_from_slice(&b[field::SIZE]);
         Ok(Header {
             kind,
             context,

@@ -9,11 +9,7 @@
 /// Offset in a file's header of its plaintext size field (8 bytes, then
 /// the 8-byte checksum: the 16 bytes of `Header::size_update_bytes()`), as
 /// in the header table of `layout::Header` and `docs/vault-format.md`.
-///
-/// Note: `layout.rs` (moving to the vault crate) has no named constant for
-/// this offset yet; once it has one, this becomes a re-export of it. The
-/// test below pins it to `Header::to_bytes()`.
-pub(crate) const HEADER_SIZE_FIELD: u64 = 56;
+pub(crate) const HEADER_SIZE_FIELD: u64 = crate::layout::field::SIZE_UPDATE.start as u64;
 
 /// The data units a non-empty plaintext byte range `offset..end` touches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
