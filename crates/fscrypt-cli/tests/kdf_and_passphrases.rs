@@ -239,6 +239,23 @@ fn slow_derivations_are_announced_at_init_and_mount() {
             text(&out.stderr)
         );
     }
+    // passwd with a wrong old passphrase: announced the same way, exit 12.
+    let start = Instant::now();
+    let out = run_real_cost(&args!["passwd", cipher], b"not it\n");
+    let passwd_time = start.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WRONG_SECRET),
+        "{}",
+        text(&out.stderr)
+    );
+    if passwd_time > Duration::from_secs(3) {
+        assert!(
+            text(&out.stderr).contains("deriving the key (about "),
+            "{passwd_time:?}: {}",
+            text(&out.stderr)
+        );
+    }
     // Cheap costs are never announced.
     let cheap = t.sub("cheap");
     let out = run(&args!["init", cheap, "--passfile", pass], b"");

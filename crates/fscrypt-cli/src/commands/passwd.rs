@@ -47,6 +47,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let old = secret::read_passphrase(&format!("Old passphrase for {dir}: "), false)?;
+    secret::announce_passphrase_unlock(&vault, args.protector.as_deref());
     let (master, index) =
         match vault.unwrap_with(&Secret::Passphrase(&old), args.protector.as_deref()) {
             Ok(found) => found,
@@ -63,6 +64,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             fscrypt_vault::cost::ARGON2_ENV
         );
     }
+    // The new passphrase is wrapped with the protector's own cost (or the
+    // test override): announce that derivation too.
+    secret::announce_passphrase_unlock(&vault, Some(&name));
     vault.change_passphrase(index, &master, &new, params)?;
     println!("Changed the passphrase of protector {name:?} of {dir}; the data is unchanged.");
     Ok(ExitCode::SUCCESS)

@@ -238,6 +238,22 @@ pub fn format_seconds(d: Duration) -> String {
     }
 }
 
+/// Announces a passphrase unlock of `vault` when it is expected to take
+/// more than a second: the total cost of the passphrase protectors it may
+/// try (all of them, or only the one named `only`).
+pub fn announce_passphrase_unlock(vault: &fscrypt_vault::Vault, only: Option<&str>) {
+    let work = vault
+        .protectors()
+        .iter()
+        .filter(|p| only.is_none_or(|n| p.name == n))
+        .map(|p| match &p.record {
+            fscrypt_vault::config::ProtectorRecord::Passphrase { params, .. } => params.work_kib(),
+            _ => 0,
+        })
+        .sum();
+    announce_derivation(work);
+}
+
 /// Unwraps the vault's master key with a passphrase, first announcing the
 /// derivation when it is expected to take more than a second (all
 /// passphrase protectors may be tried: their total cost is announced).
@@ -248,15 +264,7 @@ pub fn unwrap_with_passphrase(
     vault: &fscrypt_vault::Vault,
     passphrase: &[u8],
 ) -> Result<SecretBuf, fscrypt_vault::Error> {
-    let work = vault
-        .protectors()
-        .iter()
-        .map(|p| match &p.record {
-            fscrypt_vault::config::ProtectorRecord::Passphrase { params, .. } => params.work_kib(),
-            _ => 0,
-        })
-        .sum();
-    announce_derivation(work);
+    announce_passphrase_unlock(vault, None);
     vault.unwrap_with_passphrase(passphrase)
 }
 
