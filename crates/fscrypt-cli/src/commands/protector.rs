@@ -178,7 +178,7 @@ fn unlock(
         }
         let pass =
             secret::read_passphrase(&format!("Passphrase for {dir} (to unlock it): "), false)?;
-        secret::announce_passphrase_unlock(&vault, only);
+        secret::announce_passphrase_unlock(vault, only);
         vault.unwrap_with(&Secret::Passphrase(&pass), only)
     };
     match result {
