@@ -221,41 +221,29 @@ fn slow_derivations_are_announced_at_init_and_mount() {
     if init_time > Duration::from_secs(3) {
         assert!(announced, "{init_time:?}: {}", text(&out.stderr));
     }
-    // A wrong passphrase at mount: the same cost, announced the same way,
-    // then exit 12 (no FUSE needed: it fails before mounting).
-    let start = Instant::now();
-    let out = run_real_cost(&args!["mount", cipher, mnt, "--passfile", wrong], b"");
-    let mount_time = start.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(EXIT_WRONG_SECRET),
-        "{}",
-        text(&out.stderr)
-    );
-    if mount_time > Duration::from_secs(3) {
-        assert!(
-            text(&out.stderr).contains("deriving the key (about "),
-            "{mount_time:?}: {}",
+    // A wrong passphrase at mount (no FUSE needed: it fails before
+    // mounting) and at passwd: the same cost, announced the same way, then
+    // exit 12.
+    let wrong_and_announced = |argv: &[std::ffi::OsString], stdin: &[u8]| {
+        let start = Instant::now();
+        let out = run_real_cost(argv, stdin);
+        let took = start.elapsed();
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_WRONG_SECRET),
+            "{}",
             text(&out.stderr)
         );
-    }
-    // passwd with a wrong old passphrase: announced the same way, exit 12.
-    let start = Instant::now();
-    let out = run_real_cost(&args!["passwd", cipher], b"not it\n");
-    let passwd_time = start.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(EXIT_WRONG_SECRET),
-        "{}",
-        text(&out.stderr)
-    );
-    if passwd_time > Duration::from_secs(3) {
-        assert!(
-            text(&out.stderr).contains("deriving the key (about "),
-            "{passwd_time:?}: {}",
-            text(&out.stderr)
-        );
-    }
+        if took > Duration::from_secs(3) {
+            assert!(
+                text(&out.stderr).contains("deriving the key (about "),
+                "{took:?}: {}",
+                text(&out.stderr)
+            );
+        }
+    };
+    wrong_and_announced(&args!["mount", cipher, mnt, "--passfile", wrong], b"");
+    wrong_and_announced(&args!["passwd", cipher], b"not it\n");
     // Cheap costs are never announced.
     let cheap = t.sub("cheap");
     let out = run(&args!["init", cheap, "--passfile", pass], b"");

@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
@@ -83,14 +83,7 @@ impl EncryptedFs {
             .map_err(sys)?;
             self.chmod_entry(pfd, tmp.as_str(), mode)?;
             crash_point("mknod:before-rename");
-            rustix::fs::renameat_with(
-                pfd,
-                tmp.as_str(),
-                pfd,
-                bname.name.as_str(),
-                RenameFlags::NOREPLACE,
-            )
-            .map_err(sys)
+            publish(pfd, tmp.as_str(), &bname)
         })();
         if let Err(e) = r {
             let _ = rustix::fs::unlinkat(pfd, tmp.as_str(), AtFlags::empty());
@@ -160,14 +153,7 @@ impl EncryptedFs {
             let mode = if setgid { mode | libc::S_ISGID } else { mode };
             self.set_owner_mode(dfd.as_fd(), caller, gid, mode, None)?;
             crash_point("mkdir:before-rename");
-            rustix::fs::renameat_with(
-                pfd,
-                tmp_name.as_str(),
-                pfd,
-                bname.name.as_str(),
-                RenameFlags::NOREPLACE,
-            )
-            .map_err(sys)?;
+            publish(pfd, tmp_name.as_str(), &bname)?;
             Ok(())
         })();
         if let Err(e) = r {
@@ -243,14 +229,7 @@ impl EncryptedFs {
                     .and_then(|()| {
                         self.set_owner_mode(pfd, caller, gid, 0o777, Some(tmp.as_str()))?;
                         crash_point("symlink:before-rename");
-                        rustix::fs::renameat_with(
-                            pfd,
-                            tmp.as_str(),
-                            pfd,
-                            bname.name.as_str(),
-                            RenameFlags::NOREPLACE,
-                        )
-                        .map_err(sys)
+                        publish(pfd, tmp.as_str(), &bname)
                     });
                 if r.is_err() {
                     let _ = rustix::fs::unlinkat(pfd, tmp.as_str(), AtFlags::empty());
@@ -390,4 +369,11 @@ impl EncryptedFs {
         }
         Ok(self.finish_create(&np, &bname)?.1)
     }
+}
+
+/// Gives an entry built under the temporary name `tmp` in `dir` its final
+/// name, never replacing an existing entry (`RENAME_NOREPLACE`: EEXIST).
+fn publish(dir: BorrowedFd<'_>, tmp: &str, bname: &BackingName) -> Result<()> {
+    rustix::fs::renameat_with(dir, tmp, dir, bname.name.as_str(), RenameFlags::NOREPLACE)
+        .map_err(sys)
 }
