@@ -281,6 +281,45 @@ fn refuses_non_empty_nested_and_stacked_mount_points() {
     assert!(!is_mounted(t.path()) && !is_mounted(&cipher));
 }
 
+/// A daemon that was just unmounted may hold the vault lock for a moment
+/// while it exits (CI saw `umount; mount` refused as "already mounted"): a
+/// holder that lets go within the grace period is waited for, one that
+/// keeps it is refused, and a visible live mount is named at once.
+#[test]
+fn a_lock_let_go_within_the_grace_period_does_not_refuse_the_mount() {
+    if !can_mount("a_lock_let_go_within_the_grace_period_does_not_refuse_the_mount") {
+        return;
+    }
+    let t = TempDir::new("grace");
+    let (cipher, key) = vault(&t);
+    let mnt = t.sub("plain");
+    let _g = mount_guard(&mnt);
+    // Another holder (as an exiting daemon would be) lets go after 1 s.
+    let lock = fscrypt_fuse::VaultLock::try_acquire(&cipher)
+        .unwrap()
+        .unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        drop(lock);
+    });
+    ok(
+        &run(args!["mount", cipher, mnt, "--key-file", key]),
+        "mount while an exiting holder lets go",
+    );
+    release.join().unwrap();
+    ok(&run(args!["unmount", mnt]), "unmount");
+    // A holder that keeps it: refused after the grace period, in one line.
+    let lock = fscrypt_fuse::VaultLock::try_acquire(&cipher)
+        .unwrap()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let out = run(args!["mount", cipher, mnt, "--key-file", key]);
+    refused(&out, &["already mounted", "not visible here"]);
+    assert!(start.elapsed() >= fscrypt_fuse::VaultLock::GRACE);
+    assert!(!is_mounted(&mnt));
+    drop(lock);
+}
+
 #[test]
 fn dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours() {
     if !can_mount("dead_mounts_are_named_and_cleared_and_unmount_says_what_is_not_ours") {

@@ -53,25 +53,41 @@ impl VaultLock {
     /// # Errors
     /// [`Error::Mount`] when another daemon holds it, or as [`Self::try_acquire`].
     pub fn acquire(backing_dir: &Path) -> Result<VaultLock> {
+        Self::wait_for(backing_dir)?.ok_or_else(|| {
+            Error::Mount(format!(
+                "the vault {} is already mounted (another fscrypt-rs daemon holds its lock): \
+                 unmount it there first",
+                backing_dir.display()
+            ))
+        })
+    }
+
+    /// True when the lock of `backing_dir` is still held after waiting up to
+    /// [`Self::GRACE`] for its holder to let go (a daemon that was just
+    /// unmounted is still exiting); false as soon as it is free.
+    ///
+    /// # Errors
+    /// As [`Self::try_acquire`].
+    pub fn held_after_grace(backing_dir: &Path) -> Result<bool> {
+        Ok(Self::wait_for(backing_dir)?.is_none())
+    }
+
+    /// [`Self::try_acquire`], retried every 20 ms for up to [`Self::GRACE`].
+    fn wait_for(backing_dir: &Path) -> Result<Option<VaultLock>> {
         let start = std::time::Instant::now();
         loop {
             if let Some(lock) = Self::try_acquire(backing_dir)? {
-                return Ok(lock);
+                return Ok(Some(lock));
             }
             if start.elapsed() >= Self::GRACE {
-                break;
+                return Ok(None);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        Err(Error::Mount(format!(
-            "the vault {} is already mounted (another fscrypt-rs daemon holds its lock): \
-             unmount it there first",
-            backing_dir.display()
-        )))
     }
 
     /// How long [`Self::acquire`] waits for a holder to let go.
-    pub const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+    pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
     /// True when some process holds the lock of `backing_dir` now.
     ///

@@ -141,15 +141,23 @@ pub fn check_mountpoint(
 /// The vault is mounted, or its lock cannot be examined.
 pub fn check_vault_free(backing: &Path) -> anyhow::Result<()> {
     let mounts = vault_mounts(backing);
-    if fscrypt_fuse::VaultLock::is_held(backing)? {
-        let live: Vec<String> = mounts
-            .iter()
-            .filter(|m| m.state != MountState::Dead)
-            .map(|m| match m.pid {
-                Some(pid) => format!("{} (daemon pid {pid})", m.mount_point.display()),
-                None => m.mount_point.display().to_string(),
-            })
-            .collect();
+    let live: Vec<String> = mounts
+        .iter()
+        .filter(|m| m.state != MountState::Dead)
+        .map(|m| match m.pid {
+            Some(pid) => format!("{} (daemon pid {pid})", m.mount_point.display()),
+            None => m.mount_point.display().to_string(),
+        })
+        .collect();
+    // With no live mount of it in sight, a holder of the lock is most likely
+    // a daemon that was just unmounted and is still exiting: it gets the
+    // grace period before the vault is called mounted.
+    let held = if live.is_empty() {
+        fscrypt_fuse::VaultLock::held_after_grace(backing)?
+    } else {
+        fscrypt_fuse::VaultLock::is_held(backing)?
+    };
+    if held {
         if live.is_empty() {
             bail!(
                 "the vault {} is already mounted (a fscrypt-rs daemon holds its lock, at a mount \
