@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
@@ -24,6 +25,7 @@ use crate::error::Error;
 use crate::fs::{Caller, EncryptedFs, SetAttr, SetTime};
 use crate::handles::FileHandle;
 use crate::inodes::{InodeNo, Kind};
+use crate::stats::{Op, RequestStats};
 
 /// How long the kernel may cache attributes and names. Every change goes
 /// through this mount, so the kernel's cache stays coherent; a short TTL
@@ -40,6 +42,8 @@ pub struct FuseAdapter {
     fs: EncryptedFs,
     /// Whether FUSE_HANDLE_KILLPRIV_V2 was negotiated.
     killpriv: bool,
+    /// Requests served, per opcode.
+    stats: Arc<RequestStats>,
 }
 
 impl FuseAdapter {
@@ -48,7 +52,14 @@ impl FuseAdapter {
         FuseAdapter {
             fs,
             killpriv: false,
+            stats: Arc::new(RequestStats::new()),
         }
+    }
+
+    /// The request counters (shared: they stay readable after the
+    /// session took the adapter).
+    pub fn stats(&self) -> Arc<RequestStats> {
+        self.stats.clone()
     }
 }
 
@@ -152,6 +163,7 @@ impl FuseAdapter {
 
 impl fuser::Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        self.stats.count(Op::Init);
         // Large writes: the kernel caps this at its max_pages (1 MiB by default).
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
@@ -167,12 +179,22 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.stats.count(Op::Lookup);
         let r = self.fs.lookup(ino(parent), name);
         self.entry("lookup", Id::Ino(parent), reply, r);
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
+        self.stats.count(Op::Forget);
         self.fs.forget(ino(i), nlookup);
+    }
+
+    fn destroy(&mut self) {
+        self.stats.count(Op::Destroy);
+        log::info!(
+            "fscrypt-fuse: FUSE requests served: {}",
+            self.stats.snapshot()
+        );
     }
 
     fn getattr(
@@ -182,6 +204,7 @@ impl fuser::Filesystem for FuseAdapter {
         _fh: Option<fuser::FileHandle>,
         reply: ReplyAttr,
     ) {
+        self.stats.count(Op::Getattr);
         match self.fs.getattr(ino(i)) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(self.fail("getattr", Id::Ino(i), &e)),
@@ -206,6 +229,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.stats.count(Op::Setattr);
         let a = SetAttr {
             mode,
             uid,
@@ -232,6 +256,7 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
+        self.stats.count(Op::Readlink);
         match self.fs.readlink(ino(i)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(self.fail("readlink", Id::Ino(i), &e)),
@@ -248,6 +273,7 @@ impl fuser::Filesystem for FuseAdapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Mknod);
         let r = self.fs.mknod(ino(parent), name, mode, rdev, caller(req));
         self.entry("mknod", Id::Ino(parent), reply, r);
     }
@@ -261,16 +287,19 @@ impl fuser::Filesystem for FuseAdapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Mkdir);
         let r = self.fs.mkdir(ino(parent), name, mode, caller(req));
         self.entry("mkdir", Id::Ino(parent), reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(Op::Unlink);
         let r = self.fs.unlink(ino(parent), name);
         self.empty("unlink", Id::Ino(parent), reply, r);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(Op::Rmdir);
         let r = self.fs.rmdir(ino(parent), name);
         self.empty("rmdir", Id::Ino(parent), reply, r);
     }
@@ -283,6 +312,7 @@ impl fuser::Filesystem for FuseAdapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Symlink);
         let r = self.fs.symlink(
             ino(parent),
             link_name,
@@ -302,6 +332,7 @@ impl fuser::Filesystem for FuseAdapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Rename);
         let r = self
             .fs
             .rename(ino(parent), name, ino(newparent), newname, flags.bits());
@@ -316,11 +347,13 @@ impl fuser::Filesystem for FuseAdapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Link);
         let r = self.fs.link(ino(i), ino(newparent), newname);
         self.entry("link", Id::Two(i, newparent), reply, r);
     }
 
     fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(Op::Open);
         match self.fs.open(ino(i), flags.0) {
             Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
             Err(e) => reply.error(self.fail("open", Id::Ino(i), &e)),
@@ -338,6 +371,7 @@ impl fuser::Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.stats.count(Op::Read);
         READ_BUF.with(|cell| {
             let mut buf = cell.borrow_mut();
             match self.fs.read(fh(h), offset, size, &mut buf) {
@@ -359,6 +393,7 @@ impl fuser::Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.stats.count(Op::Write);
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
             && let Err(e) = self.fs.kill_suid(ino(i))
         {
@@ -371,8 +406,19 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    // No `flush`: we buffer nothing, and the default reply (ENOSYS) makes the
-    // kernel stop sending FLUSH on every close.
+    /// We buffer nothing: ENOSYS makes the kernel stop sending FLUSH on
+    /// every close (counted, so that a test sees it is sent once).
+    fn flush(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _h: fuser::FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.stats.count(Op::Flush);
+        reply.error(Errno::ENOSYS);
+    }
 
     fn release(
         &self,
@@ -384,6 +430,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Release);
         let r = self.fs.release(fh(h));
         self.empty("release", Id::Fh(h), reply, r);
     }
@@ -396,11 +443,13 @@ impl fuser::Filesystem for FuseAdapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Fsync);
         let r = self.fs.fsync(fh(h), datasync);
         self.empty("fsync", Id::Fh(h), reply, r);
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(Op::Opendir);
         match self.fs.opendir(ino(i)) {
             Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
             Err(e) => reply.error(self.fail("opendir", Id::Ino(i), &e)),
@@ -415,6 +464,7 @@ impl fuser::Filesystem for FuseAdapter {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.stats.count(Op::Readdir);
         let r = self.fs.readdir(fh(h), offset, |ino, off, kind, name| {
             reply.add(INodeNo(ino), off, ftype(kind), name)
         });
@@ -432,6 +482,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Releasedir);
         let r = self.fs.releasedir(fh(h));
         self.empty("releasedir", Id::Fh(h), reply, r);
     }
@@ -444,11 +495,13 @@ impl fuser::Filesystem for FuseAdapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Fsyncdir);
         let r = self.fs.fsyncdir(ino(i));
         self.empty("fsyncdir", Id::Ino(i), reply, r);
     }
 
     fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+        self.stats.count(Op::Statfs);
         match self.fs.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -467,26 +520,31 @@ impl fuser::Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Setxattr);
         let r = self.fs.setxattr(ino(i), name, value, flags);
         self.empty("setxattr", Id::Ino(i), reply, r);
     }
 
     fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.stats.count(Op::Getxattr);
         let r = self.fs.getxattr(ino(i), name, size);
         self.xattr_reply("getxattr", Id::Ino(i), reply, size, r);
     }
 
     fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        self.stats.count(Op::Listxattr);
         let r = self.fs.listxattr(ino(i));
         self.xattr_reply("listxattr", Id::Ino(i), reply, size, r);
     }
 
     fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(Op::Removexattr);
         let r = self.fs.removexattr(ino(i), name);
         self.empty("removexattr", Id::Ino(i), reply, r);
     }
 
     fn access(&self, _req: &Request, _i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        self.stats.count(Op::Access);
         // Permission checks are the kernel's (default_permissions).
         reply.ok();
     }
@@ -501,6 +559,7 @@ impl fuser::Filesystem for FuseAdapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.stats.count(Op::Create);
         match self.fs.create(ino(parent), name, mode, flags, caller(req)) {
             Ok((a, h)) => reply.created(
                 &TTL,
@@ -523,6 +582,7 @@ impl fuser::Filesystem for FuseAdapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Fallocate);
         let r = self.fs.fallocate(fh(h), offset, length, mode);
         self.empty("fallocate", Id::Fh(h), reply, r);
     }

@@ -25,6 +25,7 @@ mod fusermount;
 mod handles;
 mod inodes;
 mod lock;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,7 @@ pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime};
 pub use crate::handles::FileHandle;
 pub use crate::inodes::{INODE_STATE_BYTES, InodeNo, Kind, ROOT, live_inodes};
 pub use crate::lock::VaultLock;
+pub use crate::stats::{Op, RequestStats, StatsSnapshot};
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
 pub use fscrypt_vault as vault;
 pub use fscrypt_vault::create_root;
@@ -356,6 +358,7 @@ pub struct BackgroundMount {
     session: Option<fuser::BackgroundSession>,
     mountpoint: PathBuf,
     own_mount: bool,
+    stats: std::sync::Arc<RequestStats>,
     /// Released after the session ends (field order: dropped last).
     _lock: VaultLock,
 }
@@ -386,6 +389,11 @@ impl BackgroundMount {
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
+
+    /// The FUSE requests this mount has served so far, per opcode.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
 }
 
 impl Drop for BackgroundMount {
@@ -409,12 +417,14 @@ impl Drop for BackgroundMount {
 /// As [`mount`].
 pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
     let Prepared { adapter, fc, lock } = prepare(config, mountpoint)?;
+    let stats = adapter.stats();
     let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc)?;
     let session = session.spawn().map_err(Error::Io)?;
     Ok(BackgroundMount {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
         own_mount,
+        stats,
         _lock: lock,
     })
 }
