@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
@@ -175,6 +175,14 @@ impl fuser::Filesystem for FuseAdapter {
             .is_ok();
         // Directory operations on different names may run in parallel.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // readdirplus: a listing answers the lookups of its entries, so that
+        // `ls -l` needs no LOOKUP per entry. AUTO: the kernel asks for the
+        // attributes on the first batch and later only when the directory's
+        // entries are being stat'ed (plain `ls` of a big directory stays
+        // a cheap READDIR).
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+        );
         Ok(())
     }
 
@@ -471,6 +479,26 @@ impl fuser::Filesystem for FuseAdapter {
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(self.fail("readdir", Id::Fh(h), &e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.stats.count(Op::Readdirplus);
+        // fuser writes `attr.ino` as both the entry's node id and its d_ino;
+        // node id 0 ("." and "..", entries not looked up) is no lookup.
+        let r = self.fs.readdirplus(fh(h), offset, |off, name, attr, _| {
+            reply.add(attr.ino, off, name, &TTL, attr, Generation(0))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail("readdirplus", Id::Fh(h), &e)),
         }
     }
 

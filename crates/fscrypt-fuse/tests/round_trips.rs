@@ -21,7 +21,10 @@ fn stats(v: &Vault) -> StatsSnapshot {
 }
 
 fn per(what: &str, n: usize, d: &StatsSnapshot) {
-    let mut line = format!("{what:<28} {:>6.2} requests per file:", d.total() as f64 / n as f64);
+    let mut line = format!(
+        "{what:<28} {:>6.2} requests per file:",
+        d.total() as f64 / n as f64
+    );
     for &op in Op::ALL {
         let c = d.get(op);
         if c != 0 {
@@ -109,7 +112,10 @@ fn readdirplus_lookups_are_forgotten() {
     // Twice: the second listing refreshes the cached dentries (nlookup +1
     // each again on both sides).
     for _ in 0..2 {
-        let names: Vec<_> = fs::read_dir(v.p("d")).unwrap().map(|e| e.unwrap()).collect();
+        let names: Vec<_> = fs::read_dir(v.p("d"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
         assert_eq!(names.len(), n + 1);
         let _ = fs::read_dir(v.p("d/sub")).unwrap().count();
     }
