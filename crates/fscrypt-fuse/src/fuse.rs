@@ -87,6 +87,28 @@ fn ftype(k: Kind) -> FileType {
     }
 }
 
+/// The reply of a lookup that found nothing (node id 0: the kernel reads
+/// nothing else of it).
+fn negative_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 fn settime(t: Option<TimeOrNow>) -> Option<SetTime> {
     t.map(|t| match t {
         TimeOrNow::Now => SetTime::Now,
@@ -188,8 +210,17 @@ impl fuser::Filesystem for FuseAdapter {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.stats.count(Op::Lookup);
-        let r = self.fs.lookup(ino(parent), name);
-        self.entry("lookup", Id::Ino(parent), reply, r);
+        match self.fs.lookup(ino(parent), name) {
+            // Negative entry: node id 0 with a TTL lets the kernel cache the
+            // name's absence as long as it caches names. Correct for the same
+            // reason as the positive TTL: a name made through this mount
+            // (create, mkdir, mknod, symlink, link, rename) replaces the
+            // kernel's negative dentry itself.
+            Err(e) if e.errno() == libc::ENOENT => {
+                reply.entry(&TTL, &negative_attr(), Generation(0))
+            }
+            r => self.entry("lookup", Id::Ino(parent), reply, r),
+        }
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {

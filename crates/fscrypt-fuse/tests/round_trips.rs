@@ -10,11 +10,21 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fscrypt_fuse::{Op, StatsSnapshot};
 use test_support::fuse::Vault;
 use test_support::fuse_available;
+
+/// The tests of this file run one at a time: `live_inodes()` counts the
+/// inodes of every mount in the process.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn stats(v: &Vault) -> StatsSnapshot {
     v.mount.as_ref().expect("mounted").stats()
@@ -62,6 +72,7 @@ fn requests_per_operation() {
     if !fuse_available(module_path!()) {
         return;
     }
+    let _g = serial();
     let n = 1000;
     let mut v = Vault::new("round-trips");
     let d = populate(&v, n);
@@ -80,6 +91,14 @@ fn requests_per_operation() {
     assert_eq!(ls_l(&v), n);
     let ls = stats(&v).since(&s0);
     per("ls -l (cold)", n, &ls);
+
+    // A missing name, asked for twice in a row: the second answer comes
+    // from the kernel's negative entry (unless the TTL ran out between).
+    let s0 = stats(&v);
+    for _ in 0..2 {
+        assert!(fs::symlink_metadata(v.p("d/missing")).is_err());
+    }
+    per("stat missing name x2", 1, &stats(&v).since(&s0));
 
     v.remount(true);
     let s0 = stats(&v);
@@ -103,6 +122,7 @@ fn readdirplus_lookups_are_forgotten() {
     if !fuse_available(module_path!()) {
         return;
     }
+    let _g = serial();
     let n = 300;
     let mut v = Vault::new("rdplus-forget");
     populate(&v, n);
@@ -143,4 +163,143 @@ fn readdirplus_lookups_are_forgotten() {
     // And everything still works after the forgets.
     assert_eq!(fs::read(v.p("d/file-7")).unwrap().len(), 4096);
     assert_eq!(fs::read_dir(v.p("d")).unwrap().count(), n + 1);
+}
+
+/// The kernel caches names and attributes for the TTL; every change made
+/// through the mount must show at once, also for what the kernel does not
+/// change itself (the other name of a hard link, a rename over a cached
+/// name, a directory's nlink and mtime, attributes that came from a
+/// readdirplus listing, a name cached as absent).
+#[test]
+fn cached_attributes_follow_our_own_changes() {
+    if !fuse_available(module_path!()) {
+        return;
+    }
+    let _g = serial();
+    let v = Vault::new("ttl-coherence");
+    let p = |s: &str| v.p(s);
+    let meta = |s: &str| fs::symlink_metadata(p(s)).unwrap();
+    fs::create_dir(p("d")).unwrap();
+    fs::write(p("d/a"), b"1234").unwrap();
+    let d0 = meta("d");
+    // Prime the caches: the listing (readdirplus) and stats.
+    assert_eq!(fs::read_dir(p("d")).unwrap().count(), 1);
+    assert_eq!(meta("d/a").nlink(), 1);
+
+    // Hard link: both names see nlink 2, then 1 after unlinking one.
+    fs::hard_link(p("d/a"), p("d/b")).unwrap();
+    assert_eq!(meta("d/a").nlink(), 2);
+    assert_eq!(meta("d/b").nlink(), 2);
+    assert_eq!(meta("d/a").ino(), meta("d/b").ino());
+    fs::remove_file(p("d/b")).unwrap();
+    assert_eq!(meta("d/a").nlink(), 1);
+    assert!(fs::symlink_metadata(p("d/b")).is_err());
+
+    // Write and truncate: size (no writeback cache: the kernel knows it).
+    fs::OpenOptions::new()
+        .append(true)
+        .open(p("d/a"))
+        .unwrap()
+        .write_all(b"56")
+        .unwrap();
+    assert_eq!(meta("d/a").len(), 6);
+    fs::OpenOptions::new()
+        .write(true)
+        .open(p("d/a"))
+        .unwrap()
+        .set_len(2)
+        .unwrap();
+    assert_eq!(meta("d/a").len(), 2);
+    assert_eq!(fs::read(p("d/a")).unwrap(), b"12");
+
+    // chmod: mode and ctime.
+    let c0 = meta("d/a").ctime_nsec() + meta("d/a").ctime() * 1_000_000_000;
+    std::thread::sleep(Duration::from_millis(20));
+    fs::set_permissions(p("d/a"), fs::Permissions::from_mode(0o640)).unwrap();
+    let m = meta("d/a");
+    assert_eq!(m.mode() & 0o7777, 0o640);
+    assert!(
+        m.ctime_nsec() + m.ctime() * 1_000_000_000 > c0,
+        "ctime after chmod"
+    );
+
+    // Rename over a cached name: the name shows the moved file.
+    fs::write(p("d/c"), b"cccccc").unwrap();
+    let c_ino = meta("d/c").ino();
+    assert_eq!(meta("d/a").len(), 2);
+    fs::rename(p("d/c"), p("d/a")).unwrap();
+    assert_eq!(meta("d/a").ino(), c_ino);
+    assert_eq!(meta("d/a").len(), 6);
+    assert!(fs::symlink_metadata(p("d/c")).is_err());
+
+    // The directory's nlink and mtime after mkdir/rmdir/create/unlink in it.
+    let n0 = meta("d").nlink();
+    fs::create_dir(p("d/sub")).unwrap();
+    assert_eq!(meta("d").nlink(), n0 + 1);
+    fs::remove_dir(p("d/sub")).unwrap();
+    assert_eq!(meta("d").nlink(), n0);
+    let m1 = meta("d").modified().unwrap();
+    assert!(m1 >= d0.modified().unwrap());
+    std::thread::sleep(Duration::from_millis(20));
+    fs::write(p("d/e"), b"").unwrap();
+    let m2 = meta("d").modified().unwrap();
+    assert!(m2 > m1, "directory mtime after create");
+    std::thread::sleep(Duration::from_millis(20));
+    fs::remove_file(p("d/e")).unwrap();
+    assert!(
+        meta("d").modified().unwrap() > m2,
+        "directory mtime after unlink"
+    );
+
+    // A name cached as absent (negative entry) appears once created, for
+    // every way of making a name.
+    for (i, make) in ["file", "dir", "symlink", "link", "rename"]
+        .iter()
+        .enumerate()
+    {
+        let name = format!("d/n{i}");
+        assert!(fs::symlink_metadata(p(&name)).is_err());
+        assert!(fs::symlink_metadata(p(&name)).is_err());
+        match *make {
+            "file" => fs::write(p(&name), b"x").unwrap(),
+            "dir" => fs::create_dir(p(&name)).unwrap(),
+            "symlink" => std::os::unix::fs::symlink("t", p(&name)).unwrap(),
+            "link" => fs::hard_link(p("d/a"), p(&name)).unwrap(),
+            _ => {
+                fs::write(p("d/tmp"), b"x").unwrap();
+                fs::rename(p("d/tmp"), p(&name)).unwrap()
+            }
+        }
+        assert!(
+            fs::symlink_metadata(p(&name)).is_ok(),
+            "{make}: name stays absent"
+        );
+    }
+
+    // Attributes from a fresh listing are current too.
+    assert!(fs::read_dir(p("d")).unwrap().count() > 0);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(p("d/a"))
+        .unwrap()
+        .write_all(b"7")
+        .unwrap();
+    assert_eq!(meta("d/a").len(), 7);
+}
+
+/// The kernel asks for `security.capability` before the first write to
+/// each file; it is answered without backing I/O: not even the inode is
+/// looked up (an unknown inode gives ENODATA, not ENOENT).
+#[test]
+fn security_capability_costs_no_backing_io() {
+    let backing = test_support::TempDir::new("cap-backing");
+    let policy = test_support::fuse::policy();
+    fscrypt_fuse::create_root(backing.path(), &policy).unwrap();
+    let fs = test_support::fuse::open_fs(backing.path(), true);
+    let r = fs.getxattr(
+        fscrypt_fuse::InodeNo(0xdead_beef),
+        std::ffi::OsStr::new("security.capability"),
+        0,
+    );
+    assert_eq!(r.unwrap_err().errno(), libc::ENODATA);
 }
