@@ -27,9 +27,19 @@ use crate::handles::FileHandle;
 use crate::inodes::{InodeNo, Kind};
 use crate::stats::{Op, RequestStats};
 
-/// How long the kernel may cache attributes and names. Every change goes
-/// through this mount, so the kernel's cache stays coherent; a short TTL
-/// bounds staleness if the backing directory is modified behind our back.
+/// How long the kernel may cache attributes, names and absent names
+/// (negative entries). Changes made through this mount never wait for it:
+/// the kernel updates or invalidates what it changes itself (the inode of
+/// both names of a hard link, since they share one node id; the target of
+/// a rename over a name; size and mtime after a write without writeback
+/// cache; a directory's attributes after any change in it; mode after a
+/// killpriv write), and the test `round_trips::cached_attributes_follow_
+/// our_own_changes` checks each of these. The TTL only bounds how long a
+/// change made *behind* the mount (the backing directory is untrusted and
+/// may be a synced folder) stays invisible, so it stays short: 1 s, as
+/// gocryptfs (and libfuse's default) have it. A longer TTL would save the
+/// LOOKUP/GETATTR of a name revisited after more than a second, which
+/// readdirplus already saves for listings.
 const TTL: Duration = Duration::from_secs(1);
 
 thread_local! {
@@ -197,6 +207,25 @@ impl fuser::Filesystem for FuseAdapter {
             .is_ok();
         // Directory operations on different names may run in parallel.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // No FUSE_WRITEBACK_CACHE. With it, a write() returns once the page
+        // cache holds the data and the daemon gets it at writeback, in any
+        // order: (1) data that write() acknowledged is lost if the daemon
+        // dies before writeback (docs/vault-format.md §11: a completed
+        // write survives a kill -9 of the daemon; crash_harness checks
+        // this); (2) a page at a higher offset written back first makes
+        // the header's size claim the bytes of the lower pages, not yet
+        // written (§4: "a file's size never claims bytes that were not
+        // written"); (3) the kernel owns size and mtime and turns O_WRONLY
+        // opens into O_RDWR for read-modify-write of partial pages, which
+        // the daemon would have to allow. fsync'd data would stay safe,
+        // but (1) and (2) do not hold, so it stays off.
+        //
+        // The one GETXATTR security.capability per new inode (the first
+        // write; the kernel then marks the inode S_NOSEC, set up by
+        // FUSE_HANDLE_KILLPRIV_V2 above) is answered ENODATA with no
+        // backing I/O (fs/xattr.rs); ENOSYS would stop it but also every
+        // user.* xattr.
+        //
         // readdirplus: a listing answers the lookups of its entries, so that
         // `ls -l` needs no LOOKUP per entry. AUTO: the kernel asks for the
         // attributes on the first batch and later only when the directory's
