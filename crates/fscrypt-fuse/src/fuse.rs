@@ -210,9 +210,10 @@ impl fuser::Filesystem for FuseAdapter {
         // No FUSE_WRITEBACK_CACHE. With it, a write() returns once the page
         // cache holds the data and the daemon gets it at writeback, in any
         // order: (1) data that write() acknowledged is lost if the daemon
-        // dies before writeback (docs/vault-format.md §11: a completed
-        // write survives a kill -9 of the daemon; crash_harness checks
-        // this); (2) a page at a higher offset written back first makes
+        // dies before writeback: the dirty pages are the kernel's and have
+        // nowhere to go (today a returned write is in the backing file, so
+        // it survives a kill -9 of the daemon: docs/vault-format.md §11,
+        // "write"); (2) a page at a higher offset written back first makes
         // the header's size claim the bytes of the lower pages, not yet
         // written (§4: "a file's size never claims bytes that were not
         // written"); (3) the kernel owns size and mtime and turns O_WRONLY
