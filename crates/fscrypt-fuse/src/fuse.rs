@@ -553,7 +553,8 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         self.stats.count(Op::Readdirplus);
         // fuser writes `attr.ino` as both the entry's node id and its d_ino;
-        // node id 0 ("." and "..", entries not looked up) is no lookup.
+        // the kernel links no inode to "." and ".." nor to node id 1 (see
+        // `EncryptedFs::readdirplus`).
         let r = self.fs.readdirplus(fh(h), offset, |off, name, attr, _| {
             reply.add(attr.ino, off, name, &TTL, attr, Generation(0))
         });

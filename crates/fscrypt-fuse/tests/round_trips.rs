@@ -315,3 +315,63 @@ fn security_capability_costs_no_backing_io() {
     );
     assert_eq!(r.unwrap_err().errno(), libc::ENODATA);
 }
+
+/// Undoes a bind mount (lazily, so that a failing test never leaves one).
+struct BindGuard(std::path::PathBuf);
+
+impl Drop for BindGuard {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// An entry readdirplus cannot look up (here a mount point in the backing
+/// directory) is still listed, as readdir lists it; only its own lookup
+/// fails. An entry listed with node id 0 would vanish: glibc's readdir
+/// skips d_ino 0.
+#[test]
+fn entries_that_fail_their_lookup_are_still_listed() {
+    if !fuse_available(module_path!()) {
+        return;
+    }
+    let _g = serial();
+    let mut v = Vault::new("rdplus-fail");
+    fs::create_dir(v.p("m")).unwrap();
+    fs::write(v.p("ok"), b"x").unwrap();
+    let ino = fs::symlink_metadata(v.p("m")).unwrap().ino();
+    let backing_m = fs::read_dir(v.backing.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| fs::symlink_metadata(p).unwrap().ino() == ino)
+        .expect("backing of m");
+    let other = test_support::TempDir::new("rdplus-fail-other");
+    let st = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(other.path())
+        .arg(&backing_m)
+        .status()
+        .unwrap();
+    if !st.success() {
+        eprintln!("SKIPPED {}: mount --bind failed", module_path!());
+        return;
+    }
+    let _bind = BindGuard(backing_m.clone());
+    v.remount(true);
+    let base = fscrypt_fuse::live_inodes();
+    let mut names: Vec<String> = fs::read_dir(v.mnt.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["m", "ok"]);
+    assert_eq!(
+        fs::symlink_metadata(v.p("m")).unwrap_err().raw_os_error(),
+        Some(libc::EXDEV)
+    );
+    assert_eq!(fs::read(v.p("ok")).unwrap(), b"x");
+    // "ok" is the one inode the listing added.
+    assert_eq!(fscrypt_fuse::live_inodes(), base + 1);
+}

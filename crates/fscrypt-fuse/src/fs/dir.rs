@@ -19,7 +19,7 @@ use crate::layout::BackingName;
 use super::{EncryptedFs, FsStats, sys};
 
 /// The attributes of an entry that is listed but not looked up: node id
-/// and type only (the kernel ignores the rest: it caches nothing for it).
+/// and type only (the kernel ignores the rest: it links no inode to it).
 fn bare_attr(ino: u64, kind: Kind) -> FileAttr {
     FileAttr {
         ino: fuser::INodeNo(ino),
@@ -160,11 +160,13 @@ impl EncryptedFs {
     /// (readdirplus): each entry but "." and ".." is looked up as
     /// [`EncryptedFs::lookup`] does, and `add` gets its attributes with
     /// `looked_up` true: one kernel lookup recorded, which the kernel
-    /// FORGETs. An entry that cannot be looked up (gone since the listing,
-    /// corrupt, a mount point) comes with node id 0 and `looked_up` false,
-    /// as "." and ".." do: the kernel then lists the name without caching
-    /// it (a later LOOKUP reports the error). `add` returns true when the
-    /// reply is full and the entry was not taken: its lookup is undone.
+    /// FORGETs. "." and ".." are no lookups for the kernel (`looked_up`
+    /// false). An entry gone since the listing is left out; one that cannot
+    /// be looked up otherwise (a mount point, an I/O error) comes with node
+    /// id 1 and `looked_up` false: the kernel lists the name without
+    /// caching it, and a later LOOKUP reports the error. `add` returns true
+    /// when the reply is full and the entry was not taken: its lookup is
+    /// undone.
     ///
     /// # Errors
     /// `EBADF`, backing errors of the listing.
@@ -186,16 +188,20 @@ impl EncryptedFs {
             e.clone().unwrap_or_default()
         };
         for (i, ent) in list.iter().enumerate().skip(offset as usize) {
-            let looked = match &ent.backing {
-                Some(b) => self.lookup_entry(inode, b).ok(),
-                None => None,
-            };
-            let (attr, counted) = match looked {
-                Some(a) => (a, true),
-                None => {
-                    let ino = if ent.backing.is_none() { ent.ino } else { 0 };
-                    (bare_attr(ino, ent.kind), false)
-                }
+            let (attr, counted) = match &ent.backing {
+                None => (bare_attr(ent.ino, ent.kind), false),
+                Some(b) => match self.lookup_entry(inode, b) {
+                    Ok(a) => (a, true),
+                    // Gone since the listing: as if listed a moment later.
+                    Err(e) if e.errno() == libc::ENOENT => continue,
+                    // fuser sends one number as node id and d_ino; 0 would
+                    // hide the name (glibc's readdir skips d_ino 0), so it
+                    // goes with node id 1, which the kernel refuses to link
+                    // (FUSE_ROOT_ID is never an entry: it answers with a
+                    // FORGET of the root, which counts nothing). The name is
+                    // listed; its LOOKUP reports the error.
+                    Err(_) => (bare_attr(ROOT.0, ent.kind), false),
+                },
             };
             if add(i as u64 + 1, &ent.name, &attr, counted) {
                 if counted {
