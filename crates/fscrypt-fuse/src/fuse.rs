@@ -247,6 +247,8 @@ impl fuser::Filesystem for FuseAdapter {
             // (create, mkdir, mknod, symlink, link, rename) replaces the
             // kernel's negative dentry itself.
             Err(e) if e.errno() == libc::ENOENT => {
+                // Still a failed lookup: its one debug line.
+                let _ = self.fail("lookup", Id::Ino(parent), &e);
                 reply.entry(&TTL, &negative_attr(), Generation(0))
             }
             r => self.entry("lookup", Id::Ino(parent), reply, r),
