@@ -32,8 +32,9 @@ fn stats(v: &Vault) -> StatsSnapshot {
 
 fn per(what: &str, n: usize, d: &StatsSnapshot) {
     let mut line = format!(
-        "{what:<28} {:>6.2} requests per file:",
-        d.total() as f64 / n as f64
+        "{what:<28} {:>6.2} requests per file ({} for {n}):",
+        d.total() as f64 / n as f64,
+        d.total()
     );
     for &op in Op::ALL {
         let c = d.get(op);
