@@ -455,3 +455,79 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     let o = env.rs(&["setup", p(env.mnt())], b"");
     assert_eq!(code(&o), 25, "{}", text(&o));
 }
+
+#[test]
+fn v1_policies_both_ways_with_the_filesystem_keyring() {
+    let Some(env) = Env::new("gfs_v1", false) else {
+        return;
+    };
+    // v1 policies whose keys go to the filesystem keyring (google/fscrypt's
+    // use_fs_keyring_for_v1_policies; its session-keyring default is not
+    // supported by fscrypt-rs yet).
+    let conf = env.tmp.join("fscrypt.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let text = text
+        .replace("\"policy_version\": \"2\"", "\"policy_version\": \"1\"")
+        .replace(
+            "\"use_fs_keyring_for_v1_policies\": false",
+            "\"use_fs_keyring_for_v1_policies\": true",
+        );
+    std::fs::write(&conf, text).unwrap();
+
+    let (g, r) = (env.dir("g1"), env.dir("r1"));
+    std::fs::create_dir(&g).unwrap();
+    std::fs::create_dir(&r).unwrap();
+    ok(
+        &env.gfs(
+            &[
+                "encrypt",
+                p(&g),
+                "--source=custom_passphrase",
+                "--name=g1",
+                "--quiet",
+            ],
+            b"v1pass",
+        ),
+        "fscrypt encrypt v1",
+    );
+    std::fs::write(g.join("a"), "gv1").unwrap();
+    ok(
+        &env.gfs(&["lock", p(&g), "--quiet"], b""),
+        "fscrypt lock v1",
+    );
+    let st = env.rs(&["status", p(&g), "--json"], b"");
+    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(j["policy"]["version"], 1, "{j}");
+    ok(
+        &env.rs(&["unlock", p(&g)], b"v1pass\n"),
+        "fscrypt-rs unlock v1",
+    );
+    assert!(readable(&g.join("a"), "gv1"));
+    ok(&env.rs(&["lock", p(&g), "-q"], b""), "fscrypt-rs lock v1");
+    assert!(!readable(&g.join("a"), "gv1"));
+    ok(
+        &env.gfs(&["unlock", p(&g), "--quiet"], b"v1pass"),
+        "fscrypt unlock v1 again",
+    );
+    assert!(readable(&g.join("a"), "gv1"));
+
+    let o = env.rs(&["encrypt", p(&r), "--name", "r1", "--json"], b"rsv1\n");
+    ok(&o, "fscrypt-rs encrypt v1");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        j["policy"].as_str().unwrap().len(),
+        16,
+        "v1 descriptor: {j}"
+    );
+    std::fs::write(r.join("b"), "rv1").unwrap();
+    ok(
+        &env.gfs(&["lock", p(&r), "--quiet"], b""),
+        "fscrypt lock fscrypt-rs's v1",
+    );
+    assert!(!readable(&r.join("b"), "rv1"));
+    ok(
+        &env.gfs(&["unlock", p(&r), "--quiet"], b"rsv1"),
+        "fscrypt unlock fscrypt-rs's v1",
+    );
+    assert!(readable(&r.join("b"), "rv1"));
+}
