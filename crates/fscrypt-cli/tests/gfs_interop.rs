@@ -531,3 +531,27 @@ fn v1_policies_both_ways_with_the_filesystem_keyring() {
     );
     assert!(readable(&r.join("b"), "rv1"));
 }
+
+#[test]
+fn every_google_style_command_has_help() {
+    for args in [
+        &["setup", "--help"][..],
+        &["encrypt", "--help"],
+        &["unlock", "--help"],
+        &["lock", "--help"],
+        &["metadata", "--help"],
+        &["metadata", "dump", "--help"],
+        &["status", "--help"],
+    ] {
+        let o = test_support::run::output(Command::new(BIN).args(args), b"");
+        ok(&o, &format!("{args:?}"));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Usage"),
+            "{}",
+            text(&o)
+        );
+    }
+    // A passphrase is never an argument.
+    let o = test_support::run::output(Command::new(BIN).args(["unlock", "--help"]), b"");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("--passphrase"));
+}
