@@ -227,6 +227,87 @@ fn encrypted_by_fscrypt_unlocked_and_locked_by_fscrypt_rs() {
     );
     assert!(readable(&rk.join("b"), "world"));
 
+    // A raw key protector added to pp's policy by fscrypt: fscrypt-rs picks
+    // it for --key, the passphrase one without, either with --unlock-with.
+    let m = p(env.mnt());
+    let pol = j["policy"]["master_key_identifier"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pass_prot = j["fscrypt_metadata"]["protectors"][0]["descriptor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let k2 = env.tmp.join("extra.key");
+    std::fs::write(&k2, [0x77u8; 32]).unwrap();
+    std::fs::set_permissions(&k2, PermissionsExt::from_mode(0o600)).unwrap();
+    let k2arg = format!("--key={}", p(&k2));
+    ok(
+        &env.gfs(
+            &[
+                "metadata",
+                "create",
+                "protector",
+                m,
+                "--source=raw_key",
+                "--name=extra",
+                &k2arg,
+                "--quiet",
+            ],
+            b"",
+        ),
+        "fscrypt metadata create protector",
+    );
+    let st = env.rs(&["metadata", "dump", m, "--json"], b"");
+    ok(&st, "fscrypt-rs metadata dump");
+    let dump: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let extra = dump["protectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "extra")
+        .unwrap()["descriptor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(
+        &env.gfs(
+            &[
+                "metadata",
+                "add-protector-to-policy",
+                &format!("--protector={m}:{extra}"),
+                &format!("--policy={m}:{pol}"),
+                &format!("--unlock-with={m}:{pass_prot}"),
+                &k2arg,
+                "--quiet",
+            ],
+            b"hunter2",
+        ),
+        "fscrypt metadata add-protector-to-policy",
+    );
+    ok(&env.rs(&["lock", p(&pp), "-q"], b""), "lock pp");
+    ok(
+        &env.rs(&["unlock", p(&pp), "--key", p(&k2)], b""),
+        "fscrypt-rs unlock with the added protector",
+    );
+    assert!(readable(&pp.join("a"), "hello"));
+    ok(&env.rs(&["lock", p(&pp), "-q"], b""), "lock pp");
+    ok(
+        &env.rs(&["unlock", p(&pp)], b"hunter2\n"),
+        "fscrypt-rs unlock with the passphrase (two protectors)",
+    );
+    assert!(readable(&pp.join("a"), "hello"));
+    ok(&env.rs(&["lock", p(&pp), "-q"], b""), "lock pp");
+    let with = format!("{m}:{extra}");
+    ok(
+        &env.rs(
+            &["unlock", p(&pp), "--unlock-with", &with, "--key", p(&k2)],
+            b"",
+        ),
+        "fscrypt-rs unlock --unlock-with",
+    );
+    assert!(readable(&pp.join("a"), "hello"));
+
     // Locking with an open file: exit 3 and the file is named.
     let f = std::fs::File::open(pp.join("a")).unwrap();
     let o = env.rs(&["lock", p(&pp)], b"");

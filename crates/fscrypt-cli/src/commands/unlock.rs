@@ -96,21 +96,23 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             (pstore, r.id.clone())
         }
         None => {
-            // The only protector; or, with --key, the first raw key one.
+            // The only protector; or the only one of the kind the secret
+            // given fits.
             let mut candidates = Vec::new();
             for d in &slots {
                 if let Ok(p) = store.protector(d) {
                     candidates.push(p);
                 }
             }
+            // With --key: the raw key protectors; without: the others.
+            let matching: Vec<_> = candidates
+                .iter()
+                .filter(|p| (p.source_type() == SourceType::RawKey) == args.secret.key.is_some())
+                .collect();
             let chosen = if slots.len() == 1 {
                 slots[0].to_string()
-            } else if let Some(p) = candidates
-                .iter()
-                .find(|p| (p.source_type() == SourceType::RawKey) == args.secret.key.is_some())
-                && candidates.len() == 1
-            {
-                p.protector_descriptor.clone()
+            } else if matching.len() == 1 {
+                matching[0].protector_descriptor.clone()
             } else {
                 let list: Vec<String> = candidates
                     .iter()
