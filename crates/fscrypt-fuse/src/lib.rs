@@ -35,9 +35,9 @@ pub use crate::inodes::{INODE_STATE_BYTES, InodeNo, Kind, ROOT, live_inodes};
 pub use crate::lock::VaultLock;
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
 pub use fscrypt_vault as vault;
-pub use fscrypt_vault::{create_root, create_root_with};
 /// The backing layout: headers, names, symlinks (`fscrypt_vault::layout`).
 pub use fscrypt_vault::layout;
+pub use fscrypt_vault::{create_root, create_root_with};
 
 /// How to mount a vault.
 pub struct MountConfig {

@@ -109,7 +109,11 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
                 layout::size_from_len_v2(raw.len() as u64, du as u64),
                 Ok(plain.len() as u64)
             );
-            assert!(raw[HEADER_SIZE as usize + units * du..].iter().all(|&b| b == 0));
+            assert!(
+                raw[HEADER_SIZE as usize + units * du..]
+                    .iter()
+                    .all(|&b| b == 0)
+            );
         }
     }
     assert_eq!(fs::read(v.p("data.bin")).unwrap(), plain);

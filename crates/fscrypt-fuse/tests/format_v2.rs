@@ -128,7 +128,9 @@ fn ops(du: u64) -> Vec<Op> {
 }
 
 fn pattern(seed: u64, len: u64) -> Vec<u8> {
-    (0..len).map(|i| ((i * 31 + seed * 7) % 251 + 1) as u8).collect()
+    (0..len)
+        .map(|i| ((i * 31 + seed * 7) % 251 + 1) as u8)
+        .collect()
 }
 
 /// truncate(2) on a path: the kernel sends SETATTR without opening the file.

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use test_support::bytes::XorShift;
 use fscrypt_fuse::layout::Format;
+use test_support::bytes::XorShift;
 use test_support::fuse::Vault;
 use test_support::{is_mounted, need_fuse};
 

@@ -669,10 +669,17 @@ mod tests {
             assert_eq!(size_from_len_v2(len, du), Ok(size), "len {len}");
         }
         for bad in [0, 1, 4095, 4097, 4096 + 4095] {
-            assert_eq!(size_from_len_v2(bad, du), Err(Corruption::BadLength), "{bad}");
+            assert_eq!(
+                size_from_len_v2(bad, du),
+                Err(Corruption::BadLength),
+                "{bad}"
+            );
         }
         assert_eq!(size_from_len_v2(4096 + 512 + 1, 512), Ok(1));
-        assert_eq!(size_from_len_v2(4096 + 511, 512), Err(Corruption::BadLength));
+        assert_eq!(
+            size_from_len_v2(4096 + 511, 512),
+            Err(Corruption::BadLength)
+        );
         assert_eq!(len_for_size_v2(i64::MAX as u64, du), None);
         assert_eq!(trailer_v2(4096, du), None);
         assert_eq!(trailer_v2(4097, du), Some((4096 + 8192, 1)));

@@ -36,7 +36,11 @@ pub fn create_root(backing_dir: &Path, policy: &PolicyV2) -> Result<(), Error> {
 ///
 /// # Errors
 /// As [`create_root`].
-pub fn create_root_with(backing_dir: &Path, policy: &PolicyV2, format: Format) -> Result<(), Error> {
+pub fn create_root_with(
+    backing_dir: &Path,
+    policy: &PolicyV2,
+    format: Format,
+) -> Result<(), Error> {
     let mut nonce = [0u8; 16];
     fscrypt_crypto::random_bytes(&mut nonce).map_err(Error::Random)?;
     let h = Header {

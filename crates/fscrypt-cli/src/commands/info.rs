@@ -44,7 +44,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             "1 (file sizes in the headers: stat reads each file once)".to_owned()
         }
         Ok(f) => format!("{f} (file sizes in the backing lengths)"),
-        Err(e) => format!("unknown: the root's fscrypt.dir cannot be read ({e}); run fscrypt-rs fsck"),
+        Err(e) => {
+            format!("unknown: the root's fscrypt.dir cannot be read ({e}); run fscrypt-rs fsck")
+        }
     };
     // One probe per passphrase protector (a few milliseconds each).
     let estimates: Vec<Option<std::time::Duration>> = vault

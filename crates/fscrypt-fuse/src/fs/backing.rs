@@ -468,7 +468,9 @@ impl EncryptedFs {
     pub(super) fn file_crypt_of(&self, inode: &Inode, f: &File) -> Result<(NodeCrypt, u64)> {
         self.need_key()?;
         let h = self.note(inode, None, self.read_file_header(f))?;
-        let c = self.keys.node_crypt(&h.context, NodeKind::File, inode.backing_ino);
+        let c = self
+            .keys
+            .node_crypt(&h.context, NodeKind::File, inode.backing_ino);
         Ok((self.note(inode, None, c)?, h.size))
     }
 
@@ -635,8 +637,8 @@ impl EncryptedFs {
         pfd: BorrowedFd<'_>,
         bname: &BackingName,
     ) -> Result<Option<Stat>> {
-        let st = rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(sys)?;
+        let st =
+            rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
         if kind_of(st.st_mode) != Kind::File || st.st_dev != parent.ident.dev {
             return Ok(None);
         }

@@ -16,8 +16,8 @@ use super::{Action, Fix, FsckError, Kind, Options, Problem, Report, show_bytes};
 use crate::config::CONFIG_NAME;
 use crate::error::Corruption;
 use crate::layout::{
-    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_SIZE, HEADER_USED, Header,
-    HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
+    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_SIZE, HEADER_USED,
+    Header, HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
 };
 use crate::leftovers::{self, MAX_DEPTH};
 use crate::unlock::FS_BLOCK_SIZE;
