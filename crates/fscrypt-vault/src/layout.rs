@@ -271,6 +271,12 @@ impl Header {
     /// As [`Header::parse`]; [`Corruption::UnknownVersion`] for a header of
     /// the other format.
     pub fn parse_as(b: &[u8], expect: HeaderKind, format: Format) -> Result<Header, Corruption> {
+        // The version first: a header of the other format is that, whatever
+        // its other fields say under this format's rules.
+        if b.len() >= HEADER_USED && b[field::MAGIC] == MAGIC && b[field::VERSION] != format.byte()
+        {
+            return Err(Corruption::UnknownVersion(b[field::VERSION]));
+        }
         let h = Header::parse(b, expect)?;
         if h.format != format {
             return Err(Corruption::UnknownVersion(h.format.byte()));
