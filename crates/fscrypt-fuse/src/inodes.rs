@@ -37,7 +37,12 @@
 //! Memory: an inode holds no key material except a directory's name key;
 //! a file's contents key lives in its [`FileState`] only while the file is
 //! open, a symlink's key only during readlink. A cached inode costs
-//! [`INODE_STATE_BYTES`] plus its links' names.
+//! [`INODE_STATE_BYTES`] (256 bytes on x86-64) plus its links' names;
+//! measured ~540 bytes of RSS per cached inode in all. Once the kernel
+//! forgets inodes, the shards give back their map capacity and the heap
+//! trimmer ([`set_heap_trimmer`]) returns the freed memory: the daemon's
+//! RSS after creating 100,000 files and removing them again is back near
+//! its start (8 to 20 MB, from 66 MB before the trimming).
 //!
 //! Lifetimes: an [`Inode`] lives in the table while the kernel holds lookups on
 //! it (`nlookup > 0`) and is removed by `forget`; open handles and child links
