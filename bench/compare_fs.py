@@ -17,6 +17,9 @@ page cache dropped before every read measurement:
      readers of 4 different files (cold) at once: aggregate files/s and MB/s,
      beside the same work by 1 process
   8. the FUSE daemon's memory after the workloads: VmRSS and peak VmHWM (MiB)
+  9. the FUSE daemon's memory after creating N more files (empty, 10 per
+     cent per directory, N = 100,000; quick 10,000) with the page cache
+     dropped, and after removing them again (rm -rf, caches dropped): VmRSS
 CPU: user+sys seconds of the workload (this process and its children), plus
 the FUSE daemon (/proc/<pid>/stat), plus kernel threads (kworkers doing
 kernel fscrypt's and the loop device's work).
@@ -503,6 +506,8 @@ def metric_defs(p):
         ("read_4p", f"read 4 x {p['par_mib']} MiB, 4 processes (cold)", "MB/s", True),
         ("daemon_rss", "FUSE daemon RSS after the workloads", "MiB", False),
         ("daemon_hwm", "FUSE daemon peak RSS (VmHWM)", "MiB", False),
+        ("rss_created", f"FUSE daemon RSS, {p['churn_n']} files created", "MiB", False),
+        ("rss_removed", f"FUSE daemon RSS, {p['churn_n']} files removed", "MiB", False),
     ]
 
 
@@ -643,6 +648,32 @@ def run_workloads(fs, d, p, reps, meter, results, progress):
         zero = {"workload": 0.0, "daemon": 0.0, "kthreads": 0.0, "total": 0.0}
         record("daemon_rss", mem[0], zero)
         record("daemon_hwm", mem[1], zero)
+    # 9. the daemon's memory across creating and removing many files
+    if fs.fuse and mem:
+        churn = os.path.join(d, "churn")
+        os.mkdir(churn)
+        cn = p["churn_n"]
+        progress(f"create {cn} files for the memory figures")
+        for i in range(10):
+            sub = os.path.join(churn, str(i))
+            os.mkdir(sub)
+            for j in range(cn // 10):
+                os.close(os.open(os.path.join(sub, str(j)), os.O_CREAT | os.O_WRONLY, 0o644))
+        os.sync()
+        drop_caches()
+        time.sleep(1)
+        rss = daemon_memory_mib(fs.daemon_pids())
+        if rss:
+            record("rss_created", rss[0], zero)
+        progress(f"remove {cn} files for the memory figures")
+        rm_tree(churn)
+        os.sync()
+        drop_caches()
+        time.sleep(1)
+        rss = daemon_memory_mib(fs.daemon_pids())
+        if rss:
+            record("rss_removed", rss[0], zero)
+        p["trim"]()
 
 
 # ---------------------------------------------------------------- setup
@@ -887,6 +918,7 @@ def main():
         "tar_target": (10 if quick else 100) * 1000 * 1000,
         "par_n": 500 if quick else 2500,
         "par_mib": 16 if quick else 128,
+        "churn_n": 10000 if quick else 100000,
     }
     img_gib = args.image_gib or (1 if quick else 3)
     only = set(args.only.split(",")) if args.only else None
