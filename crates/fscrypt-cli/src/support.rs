@@ -2,6 +2,7 @@
 //! itself (those live under `commands/`), one module per concern.
 
 pub mod gfs;
+pub mod heap;
 pub mod kernel;
 pub mod mounts;
 pub mod secret;
