@@ -12,6 +12,13 @@ command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
 # multi-user remove-key test) are used by the kernel tests.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+# google/fscrypt 0.3.x (the `fscrypt` tool), its PAM module and pamtester: the
+# interop tests (crates/fscrypt-cli/tests/gfs_interop.rs) check fscrypt-rs's
+# `setup/encrypt/unlock/lock/status` against the real tool's metadata.
+command -v fscrypt >/dev/null 2>&1 || need_apt+=(fscrypt)
+[ -e /usr/share/pam-configs/fscrypt ] || [ -e /lib/x86_64-linux-gnu/security/pam_fscrypt.so ] \
+    || dpkg -s libpam-fscrypt >/dev/null 2>&1 || need_apt+=(libpam-fscrypt)
+command -v pamtester >/dev/null 2>&1 || need_apt+=(pamtester)
 # aws-lc-sys (fscrypt-crypto's AES-XTS/CBC backend) compiles aws-lc with a C compiler.
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 
@@ -53,5 +60,8 @@ if ! command -v pjdfstest >/dev/null 2>&1 && [ ! -x "${CARGO_HOME:-$HOME/.cargo}
         echo "setup: installing pjdfstest from crates.io failed; the pjdfstest test will fail until it is installed" >&2
         exit 1
     fi
+fi
+if command -v fscrypt >/dev/null 2>&1; then
+    echo "setup: $(fscrypt --version 2>&1 | head -n1)"
 fi
 echo "setup: done"

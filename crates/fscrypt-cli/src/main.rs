@@ -93,6 +93,17 @@ enum Command {
     PrepareKey(commands::prepare_key::Args),
     /// Show the encryption status of a directory or filesystem.
     Status(commands::status::Args),
+    /// Set up google/fscrypt-compatible metadata: the global config and a
+    /// filesystem's .fscrypt directory.
+    Setup(commands::setup::Args),
+    /// Encrypt an empty directory google/fscrypt-style (protector + policy).
+    Encrypt(commands::encrypt::Args),
+    /// Unlock a google/fscrypt-style encrypted directory.
+    Unlock(commands::unlock::Args),
+    /// Lock an encrypted directory (remove its key from the keyring).
+    Lock(commands::lock::Args),
+    /// Inspect google/fscrypt-compatible metadata.
+    Metadata(commands::metadata::Args),
     /// Verify the kernel's on-disk ciphertext under a directory (ext4).
     Verify(commands::verify::Args),
     /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
@@ -209,6 +220,8 @@ fn main() -> ExitCode {
             | Command::ImportKey(_)
             | Command::PrepareKey(_)
             | Command::Crypt(_)
+            | Command::Encrypt(_)
+            | Command::Unlock(_)
     ) {
         // These read a passphrase, key file or raw key: no core dumps.
         support::secret::protect_process();
@@ -233,6 +246,11 @@ fn main() -> ExitCode {
         Command::GenerateKey(args) => commands::generate_key::exec(args),
         Command::PrepareKey(args) => commands::prepare_key::exec(args),
         Command::Status(args) => commands::status::exec(args),
+        Command::Setup(args) => commands::setup::exec(args),
+        Command::Encrypt(args) => commands::encrypt::exec(args),
+        Command::Unlock(args) => commands::unlock::exec(args),
+        Command::Lock(args) => commands::lock::exec(args),
+        Command::Metadata(args) => commands::metadata::exec(args),
         Command::Verify(args) => commands::verify::exec(args),
         Command::Crypt(args) => commands::crypt::exec(args),
         Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),

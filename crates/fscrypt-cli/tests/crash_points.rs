@@ -315,3 +315,99 @@ fn crash_points() {
         start.elapsed().as_secs_f64()
     );
 }
+
+fn bytes(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed | 1)
+        .collect()
+}
+
+/// Format 2 (`docs/vault-format.md` §4a, the vault `init` makes): a size
+/// change is one `ftruncate`. Killed between an extending write's data
+/// units and its `ftruncate`, the file has the new data rounded up to whole
+/// data units with zeros (never garbage); killed after a truncate down's
+/// `ftruncate`, before the stale trailer and tail are zeroed, the size is the
+/// new one and growing the file again shows zeros only.
+#[test]
+fn crash_points_of_format_2_size_changes() {
+    if !can_mount("crash_points_of_format_2_size_changes") {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let mut v = Vault::new("points-v2");
+    let old = bytes(1, 100);
+    let new = bytes(2, 5000);
+    let big = bytes(3, 3 * 4096 + 100);
+    v.mount(None);
+    std::fs::write(v.p("w"), &old).unwrap();
+    std::fs::write(v.p("t"), &big).unwrap();
+    v.unmount();
+
+    // Extending write of 5000 bytes at 8192 (units 2 and 3) into a 100-byte
+    // file; the kill comes after the data units of the first WRITE request
+    // (the kernel may split the write), before the length.
+    v.mount(Some("write:after-data"));
+    {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(v.p("w"))
+            .unwrap();
+        let _ = f.write_all_at(&new, 8192);
+    }
+    assert!(
+        v.died_within(Duration::from_secs(20)),
+        "write:after-data was not reached"
+    );
+    v.mount(None);
+    check_all(&v, "write:after-data");
+    let got = std::fs::read(v.p("w")).unwrap();
+    assert!(
+        got.len() > 8192 && got.len().is_multiple_of(4096),
+        "the written data rounded up to whole units, not {}",
+        got.len()
+    );
+    assert_eq!(&got[..100], &old[..]);
+    assert!(got[100..8192].iter().all(|&b| b == 0));
+    // Then a prefix of the new data (every byte of it is non-zero), then the
+    // zero padding of its last unit: never garbage.
+    let tail = &got[8192..];
+    let w = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+    assert!(w > 0 && w <= new.len());
+    assert_eq!(&tail[..w], &new[..w]);
+    assert!(tail[w..].iter().all(|&b| b == 0), "zeros, not garbage");
+    v.unmount();
+
+    // Truncate down: 12388 -> 5000 bytes; the kill comes right after the
+    // one ftruncate (the stale trailer and unit tail are not zeroed yet).
+    v.mount(Some("truncate:after-length"));
+    {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(v.p("t"))
+            .unwrap();
+        let _ = f.set_len(5000);
+    }
+    assert!(
+        v.died_within(Duration::from_secs(20)),
+        "truncate:after-length was not reached"
+    );
+    v.mount(None);
+    check_all(&v, "truncate:after-length");
+    let got = std::fs::read(v.p("t")).unwrap();
+    assert_eq!(got, &big[..5000]);
+    // Growing again (by truncate and by a write past the trailer's unit)
+    // shows zeros where the old bytes were.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(v.p("t"))
+        .unwrap();
+    f.set_len(3 * 4096 + 100).unwrap();
+    drop(f);
+    let got = std::fs::read(v.p("t")).unwrap();
+    assert_eq!(&got[..5000], &big[..5000]);
+    assert!(
+        got[5000..].iter().all(|&b| b == 0),
+        "stale bytes reappeared"
+    );
+    v.unmount();
+}

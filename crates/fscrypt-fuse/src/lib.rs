@@ -32,14 +32,16 @@ use std::path::{Path, PathBuf};
 pub use crate::error::{Corruption, Error, Result, WrongType};
 pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime};
 pub use crate::handles::FileHandle;
-pub use crate::inodes::{INODE_STATE_BYTES, InodeNo, Kind, ROOT, live_inodes};
+pub use crate::inodes::{
+    INODE_STATE_BYTES, InodeNo, Kind, ROOT, inode_table_slots, live_inodes, set_heap_trimmer,
+};
 pub use crate::lock::VaultLock;
 pub use crate::stats::{Op, RequestStats, StatsSnapshot};
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
 pub use fscrypt_vault as vault;
-pub use fscrypt_vault::create_root;
 /// The backing layout: headers, names, symlinks (`fscrypt_vault::layout`).
 pub use fscrypt_vault::layout;
+pub use fscrypt_vault::{create_root, create_root_with};
 
 /// How to mount a vault.
 pub struct MountConfig {

@@ -8,7 +8,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams, nokey};
-use fscrypt_fuse::layout::{self, HEADER_SIZE, Header, HeaderKind};
+use fscrypt_fuse::layout::{self, Format, HEADER_SIZE, Header, HeaderKind};
 use test_support::fuse::{Vault, master, policy};
 use test_support::fuse_available;
 
@@ -32,7 +32,8 @@ fn backing_bytes_are_the_kernel_ciphertext() {
     if !fuse_available("backing_bytes_are_the_kernel_ciphertext") {
         return;
     }
-    check_policy(policy(), 4096);
+    check_policy(policy(), 4096, Format::V1);
+    check_policy(policy(), 4096, Format::V2);
 }
 
 #[test]
@@ -48,23 +49,26 @@ fn other_modes_paddings_and_data_unit_sizes() {
     adiantum.filenames_mode = EncryptionMode::ADIANTUM;
     adiantum.flags = PolicyFlags(PolicyFlags::DIRECT_KEY.0 | PolicyFlags::PAD_16.0);
     adiantum.log2_data_unit_size = 9;
-    check_policy(adiantum, 512);
+    check_policy(adiantum, 512, Format::V1);
+    check_policy(adiantum, 512, Format::V2);
     // AES-256-XTS + AES-256-HCTR2 names, PAD_4, 1024-byte data units.
     let mut hctr2 = base;
     hctr2.filenames_mode = EncryptionMode::AES_256_HCTR2;
     hctr2.flags = PolicyFlags::PAD_4;
     hctr2.log2_data_unit_size = 10;
-    check_policy(hctr2, 1024);
+    check_policy(hctr2, 1024, Format::V1);
+    check_policy(hctr2, 1024, Format::V2);
 }
 
-fn check_policy(policy: fscrypt::PolicyV2, du: usize) {
-    let v = Vault::with_policy("format", policy);
+fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
+    let v = Vault::with_format("format", policy, format);
     let plain: Vec<u8> = (0..3 * 4096 + 1000).map(|i| (i % 253) as u8).collect();
     fs::write(v.p("data.bin"), &plain).unwrap();
     std::os::unix::fs::symlink("some/target/path", v.p("sym")).unwrap();
 
     let root_meta = fs::read(v.backing.path().join(layout::DIR_META_NAME)).unwrap();
     let root_hdr = Header::parse(&root_meta, HeaderKind::Directory).unwrap();
+    assert_eq!(root_hdr.format, format);
     let root_ino = fs::metadata(v.backing.path()).unwrap().ino();
     let dir_crypt = crypt_of(&root_hdr.context, FileType::Directory, root_ino);
 
@@ -75,9 +79,14 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize) {
     let backing_file = v.backing.path().join(&bname.name);
     let raw = fs::read(&backing_file).expect("backing file under the encrypted name");
 
-    // Header: context of the vault policy, plaintext size.
+    // Header: context of the vault policy, plaintext size (format 1; zero
+    // in format 2, where the length holds it).
     let hdr = Header::parse(&raw, HeaderKind::File).unwrap();
-    assert_eq!(hdr.size, plain.len() as u64);
+    assert_eq!(hdr.format, format);
+    match format {
+        Format::V1 => assert_eq!(hdr.size, plain.len() as u64),
+        Format::V2 => assert_eq!(hdr.size, 0),
+    }
     match Context::parse(&hdr.context).unwrap() {
         Context::V2(c) => assert_eq!(c.policy, v.policy),
         other => panic!("unexpected context {other:?}"),
@@ -91,7 +100,22 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize) {
     // Contents: unit i after the header is the kernel's ciphertext of unit i
     // (last unit zero-padded, as ext4 stores it).
     let units = plain.len().div_ceil(du);
-    assert_eq!(raw.len() as u64, HEADER_SIZE + (units * du) as u64);
+    match format {
+        Format::V1 => assert_eq!(raw.len() as u64, HEADER_SIZE + (units * du) as u64),
+        Format::V2 => {
+            // 4096 + size + one unit (not unit-aligned); a zero trailer.
+            assert_eq!(raw.len() as u64, HEADER_SIZE + (plain.len() + du) as u64);
+            assert_eq!(
+                layout::size_from_len_v2(raw.len() as u64, du as u64),
+                Ok(plain.len() as u64)
+            );
+            assert!(
+                raw[HEADER_SIZE as usize + units * du..]
+                    .iter()
+                    .all(|&b| b == 0)
+            );
+        }
+    }
     assert_eq!(fs::read(v.p("data.bin")).unwrap(), plain);
     for i in 0..units {
         let mut unit = vec![0u8; du];

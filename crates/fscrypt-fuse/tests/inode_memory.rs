@@ -3,7 +3,15 @@
 //! the kernel forgets the inode. N files are created and written through a
 //! mount (20,000; 100,000 with FSCRYPT_RS_LONG_TESTS=1); the RSS growth per
 //! cached inode stays far below the old ~6.5 KB, and after
-//! `echo 2 > /proc/sys/vm/drop_caches` the table shrinks.
+//! `echo 2 > /proc/sys/vm/drop_caches` the live inodes return to the
+//! baseline and the table gives back its capacity; so again after the files
+//! are removed.
+//!
+//! Robust under load: the kernel may already evict some of the new inodes
+//! while they are being created (memory pressure from other jobs), so the
+//! RSS-per-inode bound is checked only when most of them are still cached,
+//! and every "back to baseline" check retries the cache drop with a
+//! generous deadline.
 
 use std::fs;
 use std::io::Write;
@@ -44,36 +52,64 @@ fn cached_inodes_are_small_and_forgotten() {
         rss0 / 1024,
         rss1 / 1024
     );
-    assert!(
-        cached >= n / 2,
-        "the kernel should still hold most of the new inodes ({cached} of {n})"
-    );
-    // Generous: state, names, map growth and allocator slack; the old
-    // per-file key schedules alone took ~6.5 KB.
-    assert!(
-        per_inode < 2048,
-        "{per_inode} bytes of RSS per cached inode"
-    );
+    if cached >= n / 2 {
+        // Generous: state, names, map growth and allocator slack; the old
+        // per-file key schedules alone took ~6.5 KB.
+        assert!(
+            per_inode < 2048,
+            "{per_inode} bytes of RSS per cached inode"
+        );
+    } else {
+        eprintln!(
+            "only {cached} of {n} inodes still cached (the kernel evicted the rest): \
+             RSS bound not checked"
+        );
+    }
+    let slots_peak = fscrypt_fuse::inode_table_slots();
 
     // Drop the kernel's inode cache: FORGETs arrive and the table shrinks.
     if fs::write("/proc/sys/vm/drop_caches", b"2").is_err() {
         eprintln!("SKIPPED drop_caches part: cannot write /proc/sys/vm/drop_caches");
         return;
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let slack = 16 + n / 100;
+    let after = back_to_baseline(live0, slack);
+    let slots = fscrypt_fuse::inode_table_slots();
+    eprintln!(
+        "after drop_caches: {after} cached inodes (baseline {live0}), \
+         table slots {slots_peak} -> {slots}"
+    );
+    if cached >= n / 2 {
+        assert!(
+            slots <= slots_peak / 4,
+            "the inode table kept its capacity: {slots} slots of {slots_peak}"
+        );
+    }
+    // Still serves every file.
+    assert_eq!(fs::read(v.p(&format!("d/file-{}", n - 1))).unwrap(), b"x");
+    assert_eq!(fs::read(v.p("d/file-0")).unwrap(), b"x");
+
+    // Remove them all: every inode goes once the kernel forgets it.
+    fs::remove_dir_all(v.p("d")).unwrap();
+    let after = back_to_baseline(live0, 16);
+    eprintln!("after removing the files: {after} cached inodes (baseline {live0})");
+}
+
+/// Drops the kernel's dentry and inode caches until at most `slack` inodes
+/// beyond `live0` remain in memory (forgets arrive asynchronously); fails
+/// after a generous deadline. Returns the number left.
+fn back_to_baseline(live0: usize, slack: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let now = fscrypt_fuse::live_inodes().saturating_sub(live0);
-        if now < cached / 10 {
-            eprintln!("after drop_caches: {now} cached inodes");
-            break;
+        let now = fscrypt_fuse::live_inodes();
+        if now <= live0 + slack {
+            return now;
         }
         assert!(
             Instant::now() < deadline,
-            "the table did not shrink after drop_caches ({now} of {cached} left)"
+            "inodes were not freed after drop_caches: {now} alive, baseline {live0}"
         );
         let _ = fs::write("/proc/sys/vm/drop_caches", b"2");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // Still serves every file.
-    assert_eq!(fs::read(v.p(&format!("d/file-{}", n - 1))).unwrap(), b"x");
 }

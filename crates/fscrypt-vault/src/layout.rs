@@ -22,8 +22,47 @@ pub const HEADER_USED: usize = 72;
 /// Magic bytes at offset 0 of every header.
 pub const MAGIC: [u8; 8] = *b"FSCRYPT\0";
 
-/// Header format version written by this implementation.
+/// Version byte of format 1 headers, and of symlink store objects in every
+/// format (their layout did not change in format 2).
 pub const FORMAT_VERSION: u8 = 1;
+
+/// The on-disk format of a vault: the version byte of every file header and
+/// directory metadata file in it, the root's `fscrypt.dir` deciding for the
+/// whole vault (`docs/vault-format.md` §4 and §4a).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Format {
+    /// Format 1: a regular file's plaintext size is the header's size field;
+    /// its backing length is `4096 + k·DU`.
+    V1 = 1,
+    /// Format 2: a regular file's plaintext size is encoded in its backing
+    /// length ([`size_from_len_v2`]); the header's size field is zero.
+    V2 = 2,
+}
+
+impl Format {
+    /// The format new vaults get (`fscrypt-rs init`, [`crate::create_root`]).
+    pub const LATEST: Format = Format::V2;
+
+    /// The format of a header version byte, if known.
+    pub fn from_byte(b: u8) -> Option<Format> {
+        match b {
+            1 => Some(Format::V1),
+            2 => Some(Format::V2),
+            _ => None,
+        }
+    }
+
+    /// The header version byte of this format.
+    pub fn byte(self) -> u8 {
+        self as u8
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.byte())
+    }
+}
 
 /// Name of the metadata file holding a directory's context, inside its backing
 /// directory. Contains a `.`, which the base64url alphabet lacks, so it can never
@@ -120,29 +159,33 @@ pub mod field {
 /// | off | size | field |
 /// |----:|-----:|-------|
 /// | 0   | 8    | magic `"FSCRYPT\0"` |
-/// | 8   | 1    | format version = 1 |
+/// | 8   | 1    | format version: 1 or 2 ([`Format`]) |
 /// | 9   | 1    | kind: 1 = regular file, 2 = directory |
 /// | 10  | 2    | header region size in bytes (4096 for files, 72 for directories) |
 /// | 12  | 4    | reserved, zero |
 /// | 16  | 40   | `fscrypt_context_v2` (spec §3.2), nonce at 40..56 |
-/// | 56  | 8    | plaintext size in bytes (files; 0 for directories) |
+/// | 56  | 8    | format 1: plaintext size in bytes (files; 0 for directories); format 2: zero |
 /// | 64  | 8    | first 8 bytes of SHA-256 over bytes 0..64 |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// The format (version byte) the header is written in.
+    pub format: Format,
     /// What the header belongs to.
     pub kind: HeaderKind,
     /// The raw 40-byte v2 context.
     pub context: [u8; CONTEXT_SIZE],
-    /// Plaintext size in bytes (files only).
+    /// Plaintext size in bytes (format 1 files only; always 0 in format 2,
+    /// where the backing length holds it).
     pub size: u64,
 }
 
 impl Header {
-    /// Serializes the header into its [`HEADER_USED`] bytes.
+    /// Serializes the header into its [`HEADER_USED`] bytes (the size field
+    /// is written as zero in format 2, whatever `size` says).
     pub fn to_bytes(&self) -> [u8; HEADER_USED] {
         let mut b = [0u8; HEADER_USED];
         b[field::MAGIC].copy_from_slice(&MAGIC);
-        b[field::VERSION] = FORMAT_VERSION;
+        b[field::VERSION] = self.format.byte();
         b[field::KIND] = self.kind as u8;
         let region: u16 = match self.kind {
             HeaderKind::File => HEADER_SIZE as u16,
@@ -150,7 +193,11 @@ impl Header {
         };
         b[field::REGION].copy_from_slice(&region.to_le_bytes());
         b[field::CONTEXT].copy_from_slice(&self.context);
-        b[field::SIZE].copy_from_slice(&self.size.to_le_bytes());
+        let size = match self.format {
+            Format::V1 => self.size,
+            Format::V2 => 0,
+        };
+        b[field::SIZE].copy_from_slice(&size.to_le_bytes());
         let sum = checksum(&b[field::CHECKSUMMED]);
         b[field::CHECKSUM].copy_from_slice(&sum);
         b
@@ -165,12 +212,13 @@ impl Header {
         out
     }
 
-    /// Parses a header.
+    /// Parses a header of either format (the caller checks that its
+    /// [`Header::format`] is the vault's: [`Header::parse_as`]).
     ///
     /// # Errors
     /// [`Corruption`] describing the first rule broken: short input, bad magic,
-    /// unknown version or kind, wrong region size, non-zero reserved bytes or a
-    /// checksum mismatch.
+    /// unknown version or kind, wrong region size, non-zero reserved bytes (or,
+    /// in format 2, a non-zero size field) or a checksum mismatch.
     pub fn parse(b: &[u8], expect: HeaderKind) -> Result<Header, Corruption> {
         if b.len() < HEADER_USED {
             return Err(Corruption::ShortHeader);
@@ -178,9 +226,9 @@ impl Header {
         if b[field::MAGIC] != MAGIC {
             return Err(Corruption::BadMagic);
         }
-        if b[field::VERSION] != FORMAT_VERSION {
+        let Some(format) = Format::from_byte(b[field::VERSION]) else {
             return Err(Corruption::UnknownVersion(b[field::VERSION]));
-        }
+        };
         let kind = match b[field::KIND] {
             1 => HeaderKind::File,
             2 => HeaderKind::Directory,
@@ -204,11 +252,36 @@ impl Header {
         context.copy_from_slice(&b[field::CONTEXT]);
         let mut size = [0u8; 8];
         size.copy_from_slice(&b[field::SIZE]);
+        let size = u64::from_le_bytes(size);
+        if format == Format::V2 && size != 0 {
+            return Err(Corruption::BadHeaderField);
+        }
         Ok(Header {
+            format,
             kind,
             context,
-            size: u64::from_le_bytes(size),
+            size,
         })
+    }
+
+    /// Parses a header that must be of the vault's format `format` (a header
+    /// of the other format inside a vault is corrupt).
+    ///
+    /// # Errors
+    /// As [`Header::parse`]; [`Corruption::UnknownVersion`] for a header of
+    /// the other format.
+    pub fn parse_as(b: &[u8], expect: HeaderKind, format: Format) -> Result<Header, Corruption> {
+        // The version first: a header of the other format is that, whatever
+        // its other fields say under this format's rules.
+        if b.len() >= HEADER_USED && b[field::MAGIC] == MAGIC && b[field::VERSION] != format.byte()
+        {
+            return Err(Corruption::UnknownVersion(b[field::VERSION]));
+        }
+        let h = Header::parse(b, expect)?;
+        if h.format != format {
+            return Err(Corruption::UnknownVersion(h.format.byte()));
+        }
+        Ok(h)
     }
 }
 
@@ -225,10 +298,55 @@ pub fn unit_offset(index: u64, du: u64) -> u64 {
     HEADER_SIZE + index * du
 }
 
-/// Backing file length that holds exactly the units covering `size` plaintext bytes.
+/// Format 1: backing file length that holds exactly the units covering
+/// `size` plaintext bytes (format 2: [`len_for_size_v2`]).
 #[inline]
 pub fn backing_len_for(size: u64, du: u64) -> u64 {
     HEADER_SIZE + size.div_ceil(du) * du
+}
+
+/// Format 2: the backing length of a regular file of `size` plaintext bytes
+/// with `du`-byte data units: the header, `ceil(size/du)` whole data units,
+/// then, when `size` is not a multiple of `du`, a trailer of `size % du`
+/// bytes (zeros, never read as data). So `4096 + size` for unit-aligned sizes
+/// and `4096 + size + du` otherwise. `None` when that would not fit an
+/// `i64` (the largest length a file can have).
+#[inline]
+pub fn len_for_size_v2(size: u64, du: u64) -> Option<u64> {
+    let extra = if size.is_multiple_of(du) { 0 } else { du };
+    HEADER_SIZE
+        .checked_add(size)?
+        .checked_add(extra)
+        .filter(|l| *l <= i64::MAX as u64)
+}
+
+/// Format 2: the plaintext size of a regular file whose backing length is
+/// `len` (the inverse of [`len_for_size_v2`]). With `m = len - 4096`:
+/// `size = m` when `m % du == 0`, else `size = m - du`.
+///
+/// # Errors
+/// [`Corruption::BadLength`] when `len < 4096`, or `m` is not a multiple of
+/// `du` and below `du` (no size has such a length).
+#[inline]
+pub fn size_from_len_v2(len: u64, du: u64) -> Result<u64, Corruption> {
+    let m = len.checked_sub(HEADER_SIZE).ok_or(Corruption::BadLength)?;
+    if m.is_multiple_of(du) {
+        Ok(m)
+    } else if m > du {
+        Ok(m - du)
+    } else {
+        Err(Corruption::BadLength)
+    }
+}
+
+/// Format 2: the trailer of a file of `size` bytes, as (backing offset,
+/// length), when `size` is not a multiple of `du`: it lies where data unit
+/// `ceil(size/du)` would start, and must be zeros before the size grows
+/// over it.
+#[inline]
+pub fn trailer_v2(size: u64, du: u64) -> Option<(u64, u64)> {
+    let t = size % du;
+    (t != 0).then(|| (unit_offset(size.div_ceil(du), du), t))
 }
 
 // ---------------------------------------------------------------------------
@@ -543,8 +661,106 @@ mod tests {
     }
 
     #[test]
+    fn v2_length_known_answers_and_corrupt_lengths() {
+        let du = 4096;
+        for (size, len) in [
+            (0, 4096),
+            (1, 4096 + 4096 + 1),
+            (4095, 4096 + 4096 + 4095),
+            (4096, 8192),
+            (4097, 4096 + 8192 + 1),
+            (3 * 4096, 4 * 4096),
+        ] {
+            assert_eq!(len_for_size_v2(size, du), Some(len), "size {size}");
+            assert_eq!(size_from_len_v2(len, du), Ok(size), "len {len}");
+        }
+        for bad in [0, 1, 4095, 4097, 4096 + 4095] {
+            assert_eq!(
+                size_from_len_v2(bad, du),
+                Err(Corruption::BadLength),
+                "{bad}"
+            );
+        }
+        assert_eq!(size_from_len_v2(4096 + 512 + 1, 512), Ok(1));
+        assert_eq!(
+            size_from_len_v2(4096 + 511, 512),
+            Err(Corruption::BadLength)
+        );
+        assert_eq!(len_for_size_v2(i64::MAX as u64, du), None);
+        assert_eq!(trailer_v2(4096, du), None);
+        assert_eq!(trailer_v2(4097, du), Some((4096 + 8192, 1)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn v2_length_roundtrip(log2_du in 9u32..=12, size in proptest::prop_oneof![
+            0u64..100_000,
+            (1u64 << 40)..(1u64 << 40) + 100_000,
+            (i64::MAX as u64 - 20_000)..=(i64::MAX as u64),
+        ]) {
+            let du = 1u64 << log2_du;
+            match len_for_size_v2(size, du) {
+                Some(len) => {
+                    proptest::prop_assert_eq!(size_from_len_v2(len, du), Ok(size));
+                    proptest::prop_assert!(len >= HEADER_SIZE + size.div_ceil(du) * du);
+                    if let Some((off, t)) = trailer_v2(size, du) {
+                        proptest::prop_assert_eq!(off + t, len);
+                        proptest::prop_assert_eq!(off, backing_len_for(size, du));
+                    } else {
+                        proptest::prop_assert_eq!(len, backing_len_for(size, du));
+                    }
+                }
+                None => proptest::prop_assert!(size > i64::MAX as u64 - HEADER_SIZE - du),
+            }
+        }
+
+        #[test]
+        fn v2_every_length_decodes_to_at_most_one_size(log2_du in 9u32..=12, len in 0u64..40_000) {
+            let du = 1u64 << log2_du;
+            match size_from_len_v2(len, du) {
+                Ok(size) => proptest::prop_assert_eq!(len_for_size_v2(size, du), Some(len)),
+                Err(_) => {
+                    let m = len.checked_sub(HEADER_SIZE);
+                    proptest::prop_assert!(m.is_none_or(|m| !m.is_multiple_of(du) && m < du));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn v2_header_size_field_zero() {
+        let h = Header {
+            format: Format::V2,
+            kind: HeaderKind::File,
+            context: [3u8; 40],
+            size: 77,
+        };
+        let b = h.to_bytes();
+        assert_eq!(b[field::VERSION], 2);
+        assert_eq!(b[field::SIZE], [0u8; 8]);
+        let p = Header::parse(&b, HeaderKind::File).unwrap();
+        assert_eq!((p.format, p.size), (Format::V2, 0));
+        assert!(Header::parse_as(&b, HeaderKind::File, Format::V1).is_err());
+        let v1 = Header {
+            format: Format::V1,
+            ..h.clone()
+        }
+        .to_bytes();
+        let mut c = v1;
+        c[field::VERSION] = 2;
+        let sum = checksum(&c[field::CHECKSUMMED]);
+        c[field::CHECKSUM].copy_from_slice(&sum);
+        assert_eq!(
+            Header::parse(&c, HeaderKind::File),
+            Err(Corruption::BadHeaderField),
+            "format 2 requires a zero size field"
+        );
+    }
+
+    #[test]
     fn header_roundtrip_and_corruption() {
         let h = Header {
+            format: Format::V1,
             kind: HeaderKind::File,
             context: [3u8; 40],
             size: 123_456_789,

@@ -25,7 +25,7 @@ use std::os::unix::fs::FileExt;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use crate::layout::{
-    self, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_USED, Header, HeaderKind,
+    self, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_USED, Header, HeaderKind,
     LONG_NAME_SUFFIX, LONG_PREFIX, TMP_PREFIX,
 };
 
@@ -150,12 +150,18 @@ pub fn tmp_name() -> io::Result<String> {
 /// `dfd` (mode 0600, complete under a temporary name before it is renamed
 /// to `fscrypt.dir`, never replacing one). Gives an empty directory that
 /// lost its metadata (an interrupted rmdir or rename over it) a fresh
-/// context, so it is an ordinary empty directory again.
+/// context, so it is an ordinary empty directory again. `format` is the
+/// vault's (the version byte written).
 ///
 /// # Errors
 /// Creating, writing or renaming failed (`EEXIST`: it has one).
-pub fn write_dir_meta(dfd: BorrowedFd<'_>, context: &[u8; CONTEXT_SIZE]) -> io::Result<()> {
+pub fn write_dir_meta(
+    dfd: BorrowedFd<'_>,
+    context: &[u8; CONTEXT_SIZE],
+    format: Format,
+) -> io::Result<()> {
     let h = Header {
+        format,
         kind: HeaderKind::Directory,
         context: *context,
         size: 0,

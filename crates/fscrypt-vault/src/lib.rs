@@ -58,7 +58,7 @@ pub use edit::NewSecret;
 pub use error::{Corruption, Error};
 pub use init::{Argon2Choice, InitOptions, InitReport};
 pub use protector::{ProtectorError, RecoveryKey, RecoveryKeyError};
-pub use root::create_root;
+pub use root::{create_root, create_root_with, read_format};
 pub use unlock::{FS_BLOCK_SIZE, Secret, Vault};
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::path::Path;
 use fscrypt::{Context, Policy, PolicyV2};
 
 use crate::error::Error;
-use crate::layout::{CONTEXT_SIZE, DIR_META_NAME, Header, HeaderKind};
+use crate::layout::{CONTEXT_SIZE, DIR_META_NAME, Format, HEADER_USED, Header, HeaderKind};
 
 /// The 40 bytes of a fresh v2 context of `policy` with `nonce` (spec §3.2).
 pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
@@ -21,15 +21,30 @@ pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
 }
 
 /// Writes the root directory's metadata file (a fresh context of `policy`,
-/// mode 0600, synced) into an existing, empty backing directory.
+/// mode 0600, synced) into an existing, empty backing directory, making a
+/// vault of the latest format ([`Format::LATEST`], format 2).
 ///
 /// # Errors
 /// [`Error::RootExists`] if it already has one, [`Error::Random`],
 /// [`Error::CreateRoot`] on an I/O error.
 pub fn create_root(backing_dir: &Path, policy: &PolicyV2) -> Result<(), Error> {
+    create_root_with(backing_dir, policy, Format::LATEST)
+}
+
+/// [`create_root`] for a vault of the given `format` (format 1 only for
+/// tests and fixtures: `init` always makes the latest format).
+///
+/// # Errors
+/// As [`create_root`].
+pub fn create_root_with(
+    backing_dir: &Path,
+    policy: &PolicyV2,
+    format: Format,
+) -> Result<(), Error> {
     let mut nonce = [0u8; 16];
     fscrypt_crypto::random_bytes(&mut nonce).map_err(Error::Random)?;
     let h = Header {
+        format,
         kind: HeaderKind::Directory,
         context: context_bytes(policy, nonce),
         size: 0,
@@ -56,6 +71,25 @@ pub fn create_root(backing_dir: &Path, policy: &PolicyV2) -> Result<(), Error> {
     Ok(())
 }
 
+/// The format of the vault in `backing_dir`: the version byte of its root
+/// `fscrypt.dir` (which the mount and `fsck` check in full).
+///
+/// # Errors
+/// The file cannot be read (`NotFound`: not a vault), or its header is
+/// damaged (`InvalidData`).
+pub fn read_format(backing_dir: &Path) -> io::Result<Format> {
+    use std::io::Read;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(backing_dir.join(DIR_META_NAME))?;
+    let mut b = Vec::with_capacity(HEADER_USED);
+    f.take(HEADER_USED as u64).read_to_end(&mut b)?;
+    Header::parse(&b, HeaderKind::Directory)
+        .map(|h| h.format)
+        .map_err(|c| io::Error::new(io::ErrorKind::InvalidData, c.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +103,8 @@ mod tests {
         let bytes = std::fs::read(dir.join(DIR_META_NAME)).unwrap();
         assert_eq!(bytes.len(), crate::layout::HEADER_USED);
         let h = Header::parse(&bytes, HeaderKind::Directory).unwrap();
+        assert_eq!(h.format, Format::V2);
+        assert_eq!(read_format(&dir).unwrap(), Format::V2);
         match Context::parse(&h.context).unwrap() {
             Context::V2(c) => assert_eq!(c.policy, policy),
             other => panic!("{other:?}"),

@@ -1,5 +1,5 @@
-//! The frozen fixtures of `tests/fixtures` (the vault-v1 backing store, its
-//! key file and manifest): copying one to a scratch place and the expected
+//! The frozen fixtures of `tests/fixtures` (the vault-v1 and vault-v2 backing stores, their
+//! key files and manifests): copying one to a scratch place and the expected
 //! tree.
 
 use std::collections::BTreeMap;
@@ -36,10 +36,22 @@ pub fn copy_tree(src: &Path, dst: &Path) {
 /// The vault-v1 fixture copied into `dir`: returns (backing directory
 /// `dir/vault-v1`, key file `dir/vault-v1.key`).
 pub fn copy_vault_v1(dir: &Path) -> (PathBuf, PathBuf) {
-    let cipher = dir.join("vault-v1");
-    copy_tree(&fixtures_dir().join("vault-v1"), &cipher);
-    let key = dir.join("vault-v1.key");
-    std::fs::copy(fixtures_dir().join("vault-v1.key"), &key).unwrap();
+    copy_vault(dir, "vault-v1")
+}
+
+/// The vault-v2 fixture (vault format 2) copied into `dir`: returns
+/// (backing directory `dir/vault-v2`, key file `dir/vault-v2.key`).
+pub fn copy_vault_v2(dir: &Path) -> (PathBuf, PathBuf) {
+    copy_vault(dir, "vault-v2")
+}
+
+/// The fixture vault `name` (`vault-v1`, `vault-v2`) copied into `dir`:
+/// (backing directory `dir/NAME`, key file `dir/NAME.key`).
+pub fn copy_vault(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let cipher = dir.join(name);
+    copy_tree(&fixtures_dir().join(name), &cipher);
+    let key = dir.join(format!("{name}.key"));
+    std::fs::copy(fixtures_dir().join(format!("{name}.key")), &key).unwrap();
     (cipher, key)
 }
 
@@ -72,7 +84,19 @@ pub fn file_entry(data: &[u8]) -> Entry {
 /// The expected tree of the vault-v1 fixture
 /// (`tests/fixtures/vault-v1.manifest.json`).
 pub fn vault_v1_manifest() -> Tree {
-    let path = fixtures_dir().join("vault-v1.manifest.json");
+    manifest("vault-v1")
+}
+
+/// The expected tree of the vault-v2 fixture
+/// (`tests/fixtures/vault-v2.manifest.json`).
+pub fn vault_v2_manifest() -> Tree {
+    manifest("vault-v2")
+}
+
+/// The expected tree of the fixture vault `name`
+/// (`tests/fixtures/NAME.manifest.json`).
+pub fn manifest(name: &str) -> Tree {
+    let path = fixtures_dir().join(format!("{name}.manifest.json"));
     let text = std::fs::read_to_string(&path).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     v.as_array()

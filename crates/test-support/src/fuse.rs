@@ -97,11 +97,18 @@ impl Vault {
         Vault::with_policy(tag, policy())
     }
 
-    /// A new vault with `policy`, mounted with the key.
+    /// A new vault with `policy`, mounted with the key (of the latest
+    /// format, as `fscrypt-rs init` makes).
     pub fn with_policy(tag: &str, policy: PolicyV2) -> Vault {
+        Vault::with_format(tag, policy, fscrypt_fuse::layout::Format::LATEST)
+    }
+
+    /// A new vault with `policy` in the on-disk `format` (format 1 for the
+    /// tests that keep old vaults working), mounted with the key.
+    pub fn with_format(tag: &str, policy: PolicyV2, format: fscrypt_fuse::layout::Format) -> Vault {
         let backing = TempDir::new(&format!("{tag}-backing"));
         let mnt = TempDir::new(&format!("{tag}-mnt"));
-        fscrypt_fuse::create_root(backing.path(), &policy).expect("create_root");
+        fscrypt_fuse::create_root_with(backing.path(), &policy, format).expect("create_root");
         let mut v = Vault {
             mount: None,
             mnt,

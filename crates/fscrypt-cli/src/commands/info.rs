@@ -36,6 +36,18 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         n => 1u32 << n,
     };
     let created = vault.created();
+    // The on-disk format of the files (the root's `fscrypt.dir`), apart from
+    // the config's own version.
+    let data_format = fscrypt_vault::read_format(&args.cipherdir);
+    let data_format_text = match &data_format {
+        Ok(fscrypt_vault::layout::Format::V1) => {
+            "1 (file sizes in the headers: stat reads each file once)".to_owned()
+        }
+        Ok(f) => format!("{f} (file sizes in the backing lengths)"),
+        Err(e) => {
+            format!("unknown: the root's fscrypt.dir cannot be read ({e}); run fscrypt-rs fsck")
+        }
+    };
     // One probe per passphrase protector (a few milliseconds each).
     let estimates: Vec<Option<std::time::Duration>> = vault
         .protectors()
@@ -81,6 +93,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             "cipherdir": args.cipherdir.display().to_string(),
             "format": FORMAT_NAME,
             "version": vault.config_version(),
+            "data_format": data_format.as_ref().ok().map(|f| f.byte()),
             "created": created,
             "created_utc": created.map(format_rfc3339),
             "key_identifier": vault.key_identifier().to_string(),
@@ -106,6 +119,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         "  format: {FORMAT_NAME}, version {}",
         vault.config_version()
     );
+    println!("  data format: {data_format_text}");
     println!(
         "  created: {}",
         created.map_or_else(|| "not recorded".to_owned(), format_rfc3339)

@@ -441,6 +441,7 @@ fn run_mount(
         suid: opts.suid,
         dev: opts.dev,
     };
+    crate::support::heap::install();
     fscrypt_fuse::mount(config, mountpoint)
         .with_context(|| format!("mounting {}", mountpoint.display()))?;
     Ok(())

@@ -69,8 +69,10 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let mut policy_text = None;
+    let mut kernel_policy = None;
     match policy::get_policy(&args.path) {
         Ok(p) => {
+            kernel_policy = Some(p);
             let spec = match &p {
                 Policy::V1(p1) => KeySpec::Descriptor(p1.master_key_descriptor),
                 Policy::V2(p2) => KeySpec::Identifier(p2.master_key_identifier),
@@ -91,6 +93,12 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         Err(Error::NotEncrypted { .. }) => out["encrypted"] = false.into(),
         Err(Error::EncryptionNotSupported { .. }) => out["encrypted"] = false.into(),
         Err(e) => return kernel::fail(args.json, &e),
+    }
+    // google/fscrypt metadata (.fscrypt at the mount's root), if any.
+    let gfs =
+        crate::support::gfs::status_section(&args.path, &m.mount_point, kernel_policy.as_ref());
+    if let Some((j, _)) = &gfs {
+        out["fscrypt_metadata"] = j.clone();
     }
     if args.json {
         kernel::print_json(&out)?;
@@ -129,6 +137,9 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             o.push_str(&format!("Key: {key}\n"));
         }
         None => o.push_str(&format!("{}: not encrypted\n", args.path.display())),
+    }
+    if let Some((_, text)) = &gfs {
+        o.push_str(text);
     }
     kernel::out(format_args!("{o}"))?;
     Ok(ExitCode::SUCCESS)

@@ -58,7 +58,18 @@ impl V {
         V::with_init(tag, &[])
     }
 
+    /// A vault of format 1 (init makes format 2; the still empty root's
+    /// metadata is rewritten with version byte 1, which makes it format 1).
+    #[allow(dead_code)] // not every test binary that shares this module uses it
+    pub fn new_v1(tag: &str) -> V {
+        V::with_init_format(tag, &[], fscrypt_fuse::layout::Format::V1)
+    }
+
     pub fn with_init(tag: &str, extra: &[&str]) -> V {
+        V::with_init_format(tag, extra, fscrypt_fuse::layout::Format::LATEST)
+    }
+
+    pub fn with_init_format(tag: &str, extra: &[&str], format: fscrypt_fuse::layout::Format) -> V {
         let tmp = TempDir::new(tag);
         let cipher = tmp.0.join("cipher");
         let key = tmp.0.join("key");
@@ -72,6 +83,16 @@ impl V {
         args.extend(extra.iter().map(OsStr::new));
         let out = run(&args);
         assert!(out.status.success(), "init: {}", text(&out.stderr));
+        let meta = cipher.join(fscrypt_fuse::layout::DIR_META_NAME);
+        let mut h = fscrypt_fuse::layout::Header::parse(
+            &std::fs::read(&meta).unwrap(),
+            fscrypt_fuse::layout::HeaderKind::Directory,
+        )
+        .unwrap();
+        if h.format != format {
+            h.format = format;
+            std::fs::write(&meta, h.to_bytes()).unwrap();
+        }
         let v = V {
             _tmp: tmp,
             cipher,

@@ -27,7 +27,7 @@ use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Ident, Inode, Kind, Link};
 use crate::layout::{
-    self, BackingName, CONTEXT_SIZE, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
+    self, BackingName, CONTEXT_SIZE, Format, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
 };
 
 use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_system_time};
@@ -107,6 +107,37 @@ fn reopen(path: &OwnedFd, flags: OFlags) -> Result<File> {
     Ok(File::from(fd))
 }
 
+/// Reads the first [`HEADER_USED`] bytes of the metadata file of the backing
+/// directory `fd` (short when the file is).
+fn read_dir_meta(fd: BorrowedFd<'_>) -> Result<Vec<u8>> {
+    let meta = open_entry(fd, layout::DIR_META_NAME, OFlags::RDONLY, Mode::empty()).map_err(
+        |e| match e {
+            Error::Sys(Errno::NOENT) => Error::Corrupt(Corruption::MissingDirMeta),
+            e => e,
+        },
+    )?;
+    let f = File::from(meta);
+    let mut b = vec![0u8; HEADER_USED];
+    let mut n = 0;
+    while n < HEADER_USED {
+        match std::os::unix::fs::FileExt::read_at(&f, &mut b[n..], n as u64)? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    b.truncate(n);
+    Ok(b)
+}
+
+/// The format of the vault whose backing root is `fd`: the version byte of
+/// its `fscrypt.dir` (`docs/vault-format.md` §4a).
+///
+/// # Errors
+/// [`Error::Corrupt`] when the metadata file is missing or damaged.
+pub(crate) fn dir_format(fd: BorrowedFd<'_>) -> Result<Format> {
+    Ok(Header::parse(&read_dir_meta(fd)?, HeaderKind::Directory)?.format)
+}
+
 /// A backing object proven to be a given inode's (or just looked up).
 pub(crate) struct Found {
     /// An `O_PATH` fd of the object.
@@ -127,7 +158,9 @@ struct Probe {
 }
 
 impl EncryptedFs {
-    /// Reads and checks a regular file's header through `f`.
+    /// Reads and checks a regular file's header through `f`. Its `size` is
+    /// the plaintext size: the header's field in format 1, decoded from the
+    /// backing length in format 2.
     pub(super) fn read_file_header(&self, f: &File) -> Result<Header> {
         let mut b = [0u8; HEADER_USED];
         pread_full(f, &mut b, 0)?;
@@ -135,33 +168,28 @@ impl EncryptedFs {
         if len < HEADER_USED as u64 {
             return Err(Error::Corrupt(Corruption::ShortHeader));
         }
-        let h = Header::parse(&b, HeaderKind::File)?;
+        let mut h = Header::parse_as(&b, HeaderKind::File, self.format)?;
         self.keys.check_context(&h.context)?;
-        if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
-            return Err(Error::Corrupt(Corruption::BadLength));
+        match self.format {
+            Format::V1 => {
+                if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
+                    return Err(Error::Corrupt(Corruption::BadLength));
+                }
+            }
+            Format::V2 => h.size = layout::size_from_len_v2(len, self.du)?,
         }
         Ok(h)
     }
 
+    /// Format 2: the plaintext size of a regular file whose backing length
+    /// is `len`.
+    pub(super) fn size_of_len(&self, len: u64) -> Result<u64> {
+        Ok(layout::size_from_len_v2(len, self.du)?)
+    }
+
     /// Reads and checks a directory's metadata context through its fd.
     pub(super) fn read_dir_context(&self, fd: BorrowedFd<'_>) -> Result<[u8; CONTEXT_SIZE]> {
-        let meta =
-            open_entry(fd, layout::DIR_META_NAME, OFlags::RDONLY, Mode::empty()).map_err(|e| {
-                match e {
-                    Error::Sys(Errno::NOENT) => Error::Corrupt(Corruption::MissingDirMeta),
-                    e => e,
-                }
-            })?;
-        let f = File::from(meta);
-        let mut b = [0u8; HEADER_USED];
-        let mut n = 0;
-        while n < HEADER_USED {
-            match std::os::unix::fs::FileExt::read_at(&f, &mut b[n..], n as u64)? {
-                0 => break,
-                k => n += k,
-            }
-        }
-        let h = Header::parse(&b[..n], HeaderKind::Directory)?;
+        let h = Header::parse_as(&read_dir_meta(fd)?, HeaderKind::Directory, self.format)?;
         self.keys.check_context(&h.context)?;
         Ok(h.context)
     }
@@ -199,6 +227,9 @@ impl EncryptedFs {
         let kind = kind_of(st.st_mode);
         let mut dir_fd = None;
         let (context, size) = match kind {
+            // Format 2: nothing is read at lookup (the size is the length,
+            // the context is read when the file is opened).
+            Kind::File if self.size_in_length() => (None, 0),
             Kind::File => {
                 let f = reopen(path, OFlags::RDONLY)?;
                 let r = self.read_file_header(&f).map(|h| (h.context, h.size));
@@ -317,6 +348,10 @@ impl EncryptedFs {
             target: None,
         };
         match id.kind {
+            // Format 2 identity is (device, inode number, type); the header
+            // is read from the opened object itself, only when contents are
+            // needed.
+            Kind::File if self.size_in_length() && write.is_none() => {}
             Kind::File => {
                 let flags = if write == Some(true) {
                     OFlags::RDWR
@@ -427,6 +462,18 @@ impl EncryptedFs {
         )
     }
 
+    /// Format 2: a file's contents key and plaintext size, from the header
+    /// and length of `f`, the object just opened (and proven to be
+    /// `inode`'s), so a key is never used on another object's data.
+    pub(super) fn file_crypt_of(&self, inode: &Inode, f: &File) -> Result<(NodeCrypt, u64)> {
+        self.need_key()?;
+        let h = self.note(inode, None, self.read_file_header(f))?;
+        let c = self
+            .keys
+            .node_crypt(&h.context, NodeKind::File, inode.backing_ino);
+        Ok((self.note(inode, None, c)?, h.size))
+    }
+
     /// A file's context, or its corruption error (re-read for the reason).
     pub(super) fn file_context(&self, inode: &Inode) -> Result<[u8; CONTEXT_SIZE]> {
         if let Some(c) = inode.context() {
@@ -475,6 +522,16 @@ impl EncryptedFs {
         let size = match inode.kind {
             // A damaged header or symlink still stats (size 0), so that the
             // object can be listed, renamed and deleted; reading it gives EIO.
+            // Format 2: the backing length is the size (the in-memory size
+            // while the file is open: it changes under the file's lock).
+            Kind::File if self.size_in_length() => {
+                let fs = inode.file.read()?;
+                if fs.fd.is_some() {
+                    fs.size
+                } else {
+                    self.size_of_len(st.st_size as u64).unwrap_or(0)
+                }
+            }
             Kind::File => match inode.context() {
                 Some(_) => inode.file.read()?.size,
                 None => 0,
@@ -527,6 +584,21 @@ impl EncryptedFs {
         bname: &BackingName,
     ) -> Result<(Arc<Inode>, Stat)> {
         let pfd = self.dir_fd(parent)?;
+        if self.size_in_length()
+            && let Some(st) = self.stat_plain_file(parent, pfd, bname)?
+        {
+            let ident = Ident {
+                dev: st.st_dev,
+                ino: st.st_ino,
+                kind: Kind::File,
+                context: None,
+            };
+            let inode = self.inodes.lookup_or_insert(ident, |no| -> Result<Inode> {
+                Ok(Inode::new(no, ident, None, None, 0))
+            })?;
+            inode.add_link(parent, bname);
+            return Ok((inode, st));
+        }
         let path = match open_entry(pfd, bname.name.as_str(), OFlags::PATH, Mode::empty()) {
             Err(Error::MountPoint) => {
                 let mut p = self.backing_path(parent);
@@ -553,6 +625,28 @@ impl EncryptedFs {
         Ok((inode, st))
     }
 
+    /// Format 2 lookup of a regular file: one `fstatat` of the entry (no
+    /// open, no read: the backing length is the size). `None` for anything
+    /// but a regular file on the parent's device (a directory, symlink, node
+    /// or mount point takes the `O_PATH` way, which checks and logs them).
+    /// A length that encodes no size is logged; the file stats as size 0
+    /// and opening it gives EIO.
+    fn stat_plain_file(
+        &self,
+        parent: &Inode,
+        pfd: BorrowedFd<'_>,
+        bname: &BackingName,
+    ) -> Result<Option<Stat>> {
+        let st =
+            rustix::fs::statat(pfd, bname.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?;
+        if kind_of(st.st_mode) != Kind::File || st.st_dev != parent.ident.dev {
+            return Ok(None);
+        }
+        let r = self.size_of_len(st.st_size as u64);
+        let _ = self.note(parent, Some(&bname.name), r);
+        Ok(Some(st))
+    }
+
     /// Registers a regular file just created through `file` (header with
     /// `ctx` written, size 0) as `parent`/`bname`, opened once read-write.
     pub(super) fn register_created_file(
@@ -567,13 +661,23 @@ impl EncryptedFs {
             dev: st.st_dev,
             ino: st.st_ino,
             kind: Kind::File,
-            context: Some(ctx),
+            // Format 2 files are looked up without their context: so are
+            // they registered, or a later lookup would not find this inode.
+            context: (!self.size_in_length()).then_some(ctx),
         };
         let inode = self.inodes.lookup_or_insert(ident, |no| -> Result<Inode> {
             Ok(Inode::new(no, ident, None, None, 0))
         })?;
         inode.add_link(parent, bname);
-        let crypt = self.file_crypt(&inode)?;
+        let crypt = if self.size_in_length() {
+            self.need_key()?;
+            let c = self
+                .keys
+                .node_crypt(&ctx, NodeKind::File, inode.backing_ino);
+            self.note(&inode, None, c)?
+        } else {
+            self.file_crypt(&inode)?
+        };
         let mut fs = inode.file.write()?;
         fs.size = 0;
         fs.fd = Some(Arc::new(file));

@@ -12,6 +12,7 @@ use crate::inodes::{FileState, Inode, InodeNo, Kind};
 use crate::layout::{self, Header, HeaderKind};
 
 use super::offsets::{HEADER_SIZE_FIELD, Units, bytes_before, eof_unit, unit_of, unit_start};
+use super::recover::crash_point;
 use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
 
 impl EncryptedFs {
@@ -34,8 +35,9 @@ impl EncryptedFs {
         }
         {
             let mut st = inode.file.write()?;
-            // First the key (EIO for a damaged header, before any repair).
-            if st.crypt.is_none() {
+            // First the key (EIO for a damaged header, before any repair);
+            // format 2 reads it from the object opened below.
+            if st.crypt.is_none() && !self.size_in_length() {
                 st.crypt = Some(self.file_crypt(&inode)?);
             }
             if st.fd.is_none() || (write && !st.fd_writable) {
@@ -52,7 +54,18 @@ impl EncryptedFs {
                     Err(e) => return Err(e),
                 };
                 let f = f.file.ok_or(Error::Stale)?;
-                if rw {
+                if self.size_in_length() {
+                    // Format 2: the header is read here, lazily, from the
+                    // very object opened; the length is the size, so
+                    // nothing can be stored past it (no repair).
+                    let (crypt, size) = self.file_crypt_of(&inode, &f)?;
+                    if st.crypt.is_none() {
+                        st.crypt = Some(crypt);
+                    }
+                    if st.fd.is_none() {
+                        st.size = size;
+                    }
+                } else if rw {
                     // Repair after a crash: nothing may be stored past the
                     // units that cover the size (spec of the format doc).
                     let len = f.metadata()?.len();
@@ -150,13 +163,50 @@ impl EncryptedFs {
         Ok(u.head..u.head + (end - offset) as usize)
     }
 
+    /// Makes `st.size` the stored size: format 1 rewrites the header's size
+    /// field; format 2 sets the backing length (one `ftruncate`, the commit
+    /// point of every size change).
     pub(super) fn write_size(&self, inode: &Inode, f: &File, st: &FileState) -> Result<()> {
+        if self.size_in_length() {
+            let len = layout::len_for_size_v2(st.size, self.du).ok_or(Error::FileTooBig)?;
+            f.set_len(len)?;
+            return Ok(());
+        }
         let h = Header {
+            format: self.format,
             kind: HeaderKind::File,
             context: self.file_context(inode)?,
             size: st.size,
         };
         f.write_all_at(&h.size_update_bytes(), HEADER_SIZE_FIELD)?;
+        Ok(())
+    }
+
+    /// Format 2: zeroes the trailer of a `size`-byte file (the bytes stored
+    /// where unit `ceil(size/du)` starts) unless they are zeros already;
+    /// called before the size grows over them without that unit being
+    /// written whole. A trailer made by `ftruncate` is a hole; one left by a
+    /// truncate down (the old unit's first bytes) is punched out, or
+    /// overwritten with zeros where the backing filesystem cannot punch.
+    pub(super) fn clear_trailer(&self, f: &File, size: u64) -> Result<()> {
+        let Some((off, len)) = layout::trailer_v2(size, self.du) else {
+            return Ok(());
+        };
+        let mut b = vec![0u8; len as usize];
+        pread_full(f, &mut b, off)?;
+        if is_zero(&b) {
+            return Ok(());
+        }
+        let punch = rustix::fs::fallocate(
+            f,
+            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+            off,
+            len,
+        );
+        if punch.is_err() {
+            b.fill(0);
+            f.write_all_at(&b, off)?;
+        }
         Ok(())
     }
 
@@ -208,8 +258,20 @@ impl EncryptedFs {
             .ok_or(Error::FileTooBig)?;
         let old = st.size;
         let u = Units::of_range(offset, end, du);
+        if self.size_in_length() && end > old {
+            layout::len_for_size_v2(end, du).ok_or(Error::FileTooBig)?;
+        }
         if u.first > unit_of(old, du) {
             self.zero_eof_tail(&f, &crypt, old)?;
+        }
+        // Format 2: the old trailer becomes part of unit ceil(old/du) when
+        // the size grows past that unit's start; unless this write rewrites
+        // that unit whole, it must be zeros first.
+        if self.size_in_length() && end > old.next_multiple_of(du) {
+            let t = old.div_ceil(du);
+            if !(u.first <= t && t < u.last) {
+                self.clear_trailer(&f, old)?;
+            }
         }
         IO_BUF.with(|cell| -> Result<()> {
             let mut guard = cell.borrow_mut();
@@ -232,6 +294,7 @@ impl EncryptedFs {
             f.write_all_at(buf, layout::unit_offset(u.first, du))?;
             Ok(())
         })?;
+        crash_point("write:after-data");
         if end > old {
             st.size = end;
             self.write_size(&inode, &f, &st)?;
@@ -246,6 +309,9 @@ impl EncryptedFs {
             return Err(Error::FileTooBig);
         }
         let mut st = inode.file.write()?;
+        if self.size_in_length() {
+            return self.truncate_v2(inode, &mut st, size);
+        }
         let crypt = match &st.crypt {
             Some(c) => c.clone(),
             None => self.file_crypt(inode)?,
@@ -281,6 +347,50 @@ impl EncryptedFs {
         }
         st.size = size;
         self.write_size(inode, &f, &st)
+    }
+
+    /// Format 2 truncate (the file's lock held): the size change is one
+    /// `ftruncate` to the new length. Down: `ftruncate`, then the new trailer
+    /// (the old unit's first bytes) and the new last unit's bytes past the
+    /// size are zeroed (a crash before leaves them masked and re-zeroed
+    /// before the size grows over them). Up: the old last unit's stored
+    /// tail and the old trailer are zeroed, then `ftruncate`.
+    fn truncate_v2(&self, inode: &Arc<Inode>, st: &mut FileState, size: u64) -> Result<()> {
+        let du = self.du;
+        layout::len_for_size_v2(size, du).ok_or(Error::FileTooBig)?;
+        let (f, crypt, old): (Arc<File>, NodeCrypt, u64) = match (&st.fd, st.fd_writable, &st.crypt)
+        {
+            (Some(f), true, Some(c)) => (f.clone(), c.clone(), st.size),
+            _ => {
+                let f = self.find(inode, Some(true))?.file.ok_or(Error::Stale)?;
+                let (c, old) = self.file_crypt_of(inode, &f)?;
+                (Arc::new(f), c, old)
+            }
+        };
+        if size == old {
+            return Ok(());
+        }
+        if size > old {
+            self.zero_eof_tail(&f, &crypt, old)?;
+            self.clear_trailer(&f, old)?;
+        }
+        st.size = size;
+        if let Err(e) = self.write_size(inode, &f, st) {
+            st.size = old;
+            return Err(e);
+        }
+        crash_point("truncate:after-length");
+        if size < old {
+            self.clear_trailer(&f, size)?;
+            if let Some((idx, _)) = eof_unit(size, du) {
+                let mut unit = vec![0u8; du as usize];
+                if self.read_unit(&f, &crypt, idx, &mut unit, size)? {
+                    crypt.encrypt_data_units(idx, &mut unit)?;
+                    f.write_all_at(&unit, layout::unit_offset(idx, du))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Allocates (mode 0: grows the size like truncate; KEEP_SIZE: no-op).

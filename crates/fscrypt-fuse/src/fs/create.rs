@@ -136,6 +136,7 @@ impl EncryptedFs {
         let r = (|| -> Result<()> {
             let ctx = self.keys.new_context()?;
             let h = Header {
+                format: self.format,
                 kind: HeaderKind::Directory,
                 context: ctx,
                 size: 0,
@@ -291,6 +292,7 @@ impl EncryptedFs {
         let r = (|| -> Result<[u8; CONTEXT_SIZE]> {
             let ctx = self.keys.new_context()?;
             let h = Header {
+                format: self.format,
                 kind: HeaderKind::File,
                 context: ctx,
                 size: 0,

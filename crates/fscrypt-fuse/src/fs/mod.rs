@@ -40,6 +40,7 @@ use crate::crypt::Keys;
 use crate::error::{Error, Result, WrongType};
 use crate::handles::HandleTable;
 use crate::inodes::{Ident, Inode, InodeNo, InodeTable, Kind, ROOT};
+use crate::layout::Format;
 
 /// Who is calling (from the FUSE request): owner of created entries.
 #[derive(Debug, Clone, Copy)]
@@ -121,6 +122,9 @@ thread_local! {
 pub struct EncryptedFs {
     keys: Keys,
     du: u64,
+    /// The vault's format (version byte of the root's `fscrypt.dir`): where a
+    /// regular file's size lives (header or backing length).
+    format: Format,
     opts: FsOptions,
     inodes: InodeTable,
     handles: HandleTable,
@@ -216,6 +220,7 @@ impl EncryptedFs {
         )
         .map_err(sys)?;
         let st = rustix::fs::fstat(&fd).map_err(sys)?;
+        let format = backing::dir_format(fd.as_fd())?;
         // The root's context is read (and checked) by `dir_crypt` below.
         let ident = Ident {
             dev: st.st_dev,
@@ -226,6 +231,7 @@ impl EncryptedFs {
         let root = Inode::new(ROOT, ident, Some(fd), None, 0);
         let fs = EncryptedFs {
             du: keys.data_unit_size(),
+            format,
             keys,
             opts,
             inodes: InodeTable::new(root),
@@ -253,6 +259,17 @@ impl EncryptedFs {
     /// Data unit size in bytes.
     pub fn data_unit_size(&self) -> u64 {
         self.du
+    }
+
+    /// The vault's on-disk format (`docs/vault-format.md` §4, §4a).
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Whether regular files keep their size in the backing length (format
+    /// 2) rather than in the header (format 1).
+    fn size_in_length(&self) -> bool {
+        self.format == Format::V2
     }
 
     // -----------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //!
 //! `du` is always the vault's data unit size (a power of two, 512..=65536).
 
-/// Offset in a file's header of its plaintext size field (8 bytes, then
+/// Offset in a format 1 file's header of its plaintext size field (8 bytes, then
 /// the 8-byte checksum: the 16 bytes of `Header::size_update_bytes()`), as
 /// in the header table of `layout::Header` and `docs/vault-format.md`.
 pub(crate) const HEADER_SIZE_FIELD: u64 = crate::layout::field::SIZE_UPDATE.start as u64;
@@ -169,6 +169,7 @@ mod tests {
         );
         use crate::layout::{Header, HeaderKind};
         let h = Header {
+            format: crate::layout::Format::V1,
             kind: HeaderKind::File,
             context: [7; 40],
             size: 0x0102_0304_0506_0708,

@@ -500,7 +500,11 @@ impl EncryptedFs {
     /// Writes a fresh directory metadata file into `dfd` (complete before it
     /// gets its name).
     fn write_dir_meta(&self, dfd: BorrowedFd<'_>) -> Result<()> {
-        Ok(leftovers::write_dir_meta(dfd, &self.keys.new_context()?)?)
+        Ok(leftovers::write_dir_meta(
+            dfd,
+            &self.keys.new_context()?,
+            self.format,
+        )?)
     }
 }
 

@@ -16,8 +16,8 @@ use super::{Action, Fix, FsckError, Kind, Options, Problem, Report, show_bytes};
 use crate::config::CONFIG_NAME;
 use crate::error::Corruption;
 use crate::layout::{
-    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, HEADER_SIZE, HEADER_USED, Header,
-    HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
+    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_SIZE, HEADER_USED,
+    Header, HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
 };
 use crate::leftovers::{self, MAX_DEPTH};
 use crate::unlock::FS_BLOCK_SIZE;
@@ -208,6 +208,8 @@ struct Walker<'a> {
     master: Option<&'a MasterKey>,
     opts: &'a Options<'a>,
     du: u64,
+    /// The vault's format (the version byte of the root's `fscrypt.dir`).
+    format: Format,
     root_dev: u64,
     report: Report,
     /// Store ids named by the markers of backing symlinks.
@@ -244,6 +246,7 @@ pub(super) fn run(
         master: opts.master,
         opts,
         du,
+        format: vault_format(root.as_fd()),
         root_dev: root_st.st_dev,
         report: Report {
             with_key: opts.master.is_some(),
@@ -268,6 +271,19 @@ pub(super) fn run(
     w.check_store();
     w.check_clean_marker(root.as_fd());
     Ok(w.report)
+}
+
+/// The vault's format: the version byte of the root's `fscrypt.dir` (opened
+/// as every file of the walk is). A root without a readable one (reported
+/// by the walk) is checked by the rules of the latest format.
+fn vault_format(root: BorrowedFd<'_>) -> Format {
+    match open_regular(root, DIR_META_NAME.as_bytes(), false) {
+        Ok(Some((f, _))) => read_bounded(&f, HEADER_USED)
+            .ok()
+            .and_then(|b| Header::parse(&b, HeaderKind::Directory).ok())
+            .map_or(Format::LATEST, |h| h.format),
+        _ => Format::LATEST,
+    }
 }
 
 impl Walker<'_> {
@@ -384,7 +400,7 @@ impl Walker<'_> {
             }
         };
         let why = "the directory's context is damaged: its entries cannot be listed; restore the directory from a backup";
-        match Header::parse(&b, HeaderKind::Directory) {
+        match Header::parse_as(&b, HeaderKind::Directory, self.format) {
             Ok(h) => match self.context_ok(&h.context) {
                 Some(c) => Some(c),
                 None => {
@@ -483,6 +499,7 @@ impl Walker<'_> {
             if user == 0 && d.depth > 0 {
                 let fd = d.fd;
                 let policy = self.policy;
+                let format = self.format;
                 self.fixable(
                     Kind::EmptyDirWithoutMetadata,
                     d.backing.clone(),
@@ -492,7 +509,11 @@ impl Walker<'_> {
                     || {
                         let mut nonce = [0u8; 16];
                         fscrypt_crypto::random_bytes(&mut nonce).map_err(io::Error::other)?;
-                        leftovers::write_dir_meta(fd, &crate::root::context_bytes(&policy, nonce))
+                        leftovers::write_dir_meta(
+                            fd,
+                            &crate::root::context_bytes(&policy, nonce),
+                            format,
+                        )
                     },
                 );
             } else {

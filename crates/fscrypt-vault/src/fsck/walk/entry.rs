@@ -151,7 +151,7 @@ impl Walker<'_> {
                 return true;
             }
         };
-        let h = match Header::parse(&b, HeaderKind::File) {
+        let h = match Header::parse_as(&b, HeaderKind::File, self.format) {
             Ok(h) => h,
             Err(c) => {
                 self.push(
@@ -172,6 +172,22 @@ impl Walker<'_> {
                 "file context invalid or of another policy".into(),
                 Action::NotRepaired(USER_DATA),
             );
+            return true;
+        }
+        if self.format == Format::V2 {
+            // Format 2: the length is the size; nothing can be stored past it.
+            if layout::size_from_len_v2(len, self.du).is_err() {
+                self.push(
+                    Kind::BadLength,
+                    backing,
+                    path,
+                    format!(
+                        "backing length {len} encodes no size (format 2: 4096 + the size, plus one {}-byte data unit when the size is not a multiple of it)",
+                        self.du
+                    ),
+                    Action::NotRepaired(USER_DATA),
+                );
+            }
             return true;
         }
         if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {

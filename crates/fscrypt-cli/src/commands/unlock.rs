@@ -1,0 +1,157 @@
+//! `fscrypt-rs unlock DIR`: unwrap a google/fscrypt policy's key with one
+//! of its protectors and add it to the filesystem keyring.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fscrypt_linux::keyring::KeyPresence;
+use fscrypt_metadata::actions;
+use fscrypt_metadata::proto::SourceType;
+use fscrypt_metadata::store::Store;
+
+use crate::support::gfs::{self, EXIT_NOT_FOUND, MountId, SecretArgs};
+use crate::support::kernel;
+
+/// Arguments of `fscrypt-rs unlock`.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Unlock a google/fscrypt-style encrypted directory",
+    long_about = "Read DIR's policy from its filesystem's .fscrypt metadata, open one of its \
+                  protectors (passphrase from the terminal, --passfile or one line of stdin; raw \
+                  key from --key), unwrap the policy key and add it to the filesystem keyring. \
+                  Works on directories encrypted by google/fscrypt 0.3.x.\n\nExit status: 0 \
+                  unlocked (or already); 12 wrong passphrase or key; 24 no metadata for DIR's \
+                  policy or protector; 20/21 corrupt or unsafe metadata; 22 not set up; 1 error."
+)]
+pub struct Args {
+    /// An encrypted directory.
+    pub dir: PathBuf,
+    /// The protector to use, when the policy has several.
+    #[arg(long, value_name = "MOUNTPOINT:ID")]
+    pub unlock_with: Option<MountId>,
+    /// Secrets.
+    #[command(flatten)]
+    pub secret: SecretArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Runs `fscrypt-rs unlock`.
+pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    gfs::report(json, || exec_inner(args))
+}
+
+fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
+    let dir = &args.dir;
+    let Some(kpolicy) = gfs::dir_policy(dir)? else {
+        anyhow::bail!("{} is not encrypted", dir.display());
+    };
+    let store = gfs::store_of(dir)?;
+    let (descriptor, _) = gfs::policy_key_spec(&kpolicy);
+    let policy = store.policy(&descriptor).map_err(gfs::meta)?;
+    let done = |already: bool, protector: Option<&str>| -> anyhow::Result<ExitCode> {
+        if args.json {
+            kernel::print_json(&serde_json::json!({
+                "ok": true, "dir": dir.display().to_string(), "policy": descriptor,
+                "already_unlocked": already, "protector": protector,
+            }))?;
+        } else if !args.quiet {
+            if already {
+                println!("{} is already unlocked.", dir.display());
+            } else {
+                println!("{} is now unlocked.", dir.display());
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    };
+    if gfs::key_presence(store.mount(), &kpolicy) == Some(KeyPresence::Present) {
+        return done(true, None);
+    }
+    let slots: Vec<&str> = policy
+        .wrapped_policy_keys
+        .iter()
+        .map(|s| s.protector_descriptor.as_str())
+        .collect();
+    let pick = match &args.unlock_with {
+        Some(r) => {
+            if !slots.contains(&r.id.as_str()) {
+                return Err(gfs::failure(
+                    EXIT_NOT_FOUND,
+                    "not_found",
+                    format!(
+                        "protector {} does not protect {}; its protectors: {}",
+                        r.id,
+                        dir.display(),
+                        slots.join(", ")
+                    ),
+                ));
+            }
+            let pstore = Store::new(std::fs::canonicalize(&r.mount)?);
+            pstore.check_setup().map_err(gfs::meta)?;
+            (pstore, r.id.clone())
+        }
+        None => {
+            // The only protector; or the only one of the kind the secret
+            // given fits.
+            let mut candidates = Vec::new();
+            for d in &slots {
+                if let Ok(p) = store.protector(d) {
+                    candidates.push(p);
+                }
+            }
+            // With --key: the raw key protectors; without: the others.
+            let matching: Vec<_> = candidates
+                .iter()
+                .filter(|p| (p.source_type() == SourceType::RawKey) == args.secret.key.is_some())
+                .collect();
+            let chosen = if slots.len() == 1 {
+                slots[0].to_string()
+            } else if matching.len() == 1 {
+                matching[0].protector_descriptor.clone()
+            } else {
+                let list: Vec<String> = candidates
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}:{} ({})",
+                            store.mount().display(),
+                            p.protector_descriptor,
+                            gfs::describe_protector(p)
+                        )
+                    })
+                    .collect();
+                anyhow::bail!(
+                    "{} has several protectors; choose one with --unlock-with: {}",
+                    dir.display(),
+                    list.join(", ")
+                );
+            };
+            (store.clone(), chosen)
+        }
+    };
+    let (pstore, pdesc) = pick;
+    let protector = pstore.protector(&pdesc).map_err(|e| match e {
+        fscrypt_metadata::Error::NotFound { .. } => gfs::failure(
+            EXIT_NOT_FOUND,
+            "not_found",
+            format!(
+                "protector {pdesc} of {} is not on {} (protectors linked from another \
+                 filesystem are not supported yet)",
+                dir.display(),
+                pstore.mount().display()
+            ),
+        ),
+        e => gfs::meta(e),
+    })?;
+    let what = format!("{} ({})", gfs::describe_protector(&protector), pdesc);
+    let secret = gfs::read_secret(&args.secret, protector.source_type(), &what, false)?;
+    let pkey = actions::open_protector(&protector, &secret).map_err(gfs::meta)?;
+    let key = actions::open_policy(&policy, &pdesc, &pkey).map_err(gfs::meta)?;
+    gfs::add_policy_key(store.mount(), &policy, &key[..])?;
+    done(false, Some(&pdesc))
+}

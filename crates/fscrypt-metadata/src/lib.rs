@@ -1,0 +1,25 @@
+//! google/fscrypt 0.3.x metadata, byte-compatible with the Go tool.
+//!
+//! * [`proto`]: the protobuf messages of `MOUNT/.fscrypt/{policies,protectors}/`
+//!   (`PolicyData`, `ProtectorData`, `WrappedKeyData`, `HashingCosts`,
+//!   `EncryptionOptions`), with the same field numbers, and their validity
+//!   checks;
+//! * [`keys`]: key wrapping (AES-256-CTR + HMAC-SHA256 under keys stretched
+//!   with HKDF-SHA256), Argon2id passphrase hashing with the stored costs and
+//!   salt, protector and policy descriptors;
+//! * [`config`]: the global JSON config (`/etc/fscrypt.conf`, or the file
+//!   named by `FSCRYPT_CONF`);
+//! * [`store`]: a filesystem's metadata directory (setup modes, atomic
+//!   writes, reads that refuse symlinks and oversized or corrupt files).
+//!
+//! The facts (formats, constants, algorithms) were learnt from google/fscrypt's
+//! sources (Apache-2.0); no code was copied.
+
+pub mod actions;
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod proto;
+pub mod store;
+
+pub use error::Error;

@@ -1,0 +1,426 @@
+//! A filesystem's google/fscrypt metadata directory:
+//! `MOUNT/.fscrypt/{policies,protectors}/<descriptor>`.
+//!
+//! `.fscrypt` itself may be a symlink (google/fscrypt allows it, for a
+//! read-only root), but `policies/` and `protectors/` must be real
+//! directories, not world-writable unless sticky. Setup modes: both
+//! directories 0755 (single user, root writes) or 01777 (world-writable,
+//! sticky); `.fscrypt` is 0755. Files are 0600 when created and keep their
+//! mode when replaced; every write goes to a temporary file in the same
+//! directory, is fsynced, renamed into place, and the directory fsynced.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+use crate::Error;
+use crate::proto::{self, DESCRIPTOR_LEN_V1, DESCRIPTOR_LEN_V2, PolicyData, ProtectorData};
+
+/// Name of the metadata directory at a mount's root.
+pub const BASE_DIR: &str = ".fscrypt";
+/// Policies subdirectory.
+pub const POLICY_DIR: &str = "policies";
+/// Protectors subdirectory.
+pub const PROTECTOR_DIR: &str = "protectors";
+/// Prefix of temporary files and directories (skipped when listing).
+pub const TEMP_PREFIX: &str = ".tmp";
+/// Suffix of link files (protectors on another filesystem).
+pub const LINK_SUFFIX: &str = ".link";
+/// Mode of `.fscrypt`.
+pub const BASE_MODE: u32 = 0o755;
+/// Mode of a new metadata file.
+pub const FILE_MODE: u32 = 0o600;
+/// Largest metadata file read (google/fscrypt's files are a few hundred
+/// bytes; a policy with many protectors stays far below this).
+pub const MAX_FILE_LEN: u64 = 1 << 20;
+
+/// Who may write the metadata directories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetupMode {
+    /// 0755: only the owner (root) creates protectors and policies.
+    SingleUserWritable,
+    /// 01777: any user may, as in /tmp.
+    WorldWritable,
+}
+
+impl SetupMode {
+    /// The mode of `policies/` and `protectors/`.
+    pub fn dir_mode(self) -> u32 {
+        match self {
+            SetupMode::SingleUserWritable => 0o755,
+            SetupMode::WorldWritable => 0o1777,
+        }
+    }
+}
+
+/// Reads a regular file of at most `max` bytes without following a symlink.
+///
+/// # Errors
+/// [`Error::Io`]; [`Error::Insecure`] for a symlink or non-regular file;
+/// [`Error::Corrupt`] when larger than `max`.
+pub fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_o_nofollow() | libc_o_nonblock())
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                Error::Insecure {
+                    path: path.to_path_buf(),
+                    reason: "it is a symlink".into(),
+                }
+            } else {
+                Error::io(path, e)
+            }
+        })?;
+    let md = f.metadata().map_err(|e| Error::io(path, e))?;
+    if !md.is_file() {
+        return Err(Error::Insecure {
+            path: path.to_path_buf(),
+            reason: "it is not a regular file".into(),
+        });
+    }
+    if md.len() > max {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("{} bytes, more than {max}", md.len()),
+        });
+    }
+    let mut buf = Vec::with_capacity(md.len() as usize);
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(buf)
+}
+
+fn libc_o_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+fn libc_o_nonblock() -> i32 {
+    rustix::fs::OFlags::NONBLOCK.bits() as i32
+}
+
+fn temp_name() -> Result<String, Error> {
+    let mut r = [0u8; 8];
+    fscrypt_crypto::random_bytes(&mut r)?;
+    Ok(format!("{TEMP_PREFIX}{}", hex::encode(r)))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Writes `data` to `path` atomically: a new temporary file beside it
+/// (O_EXCL, O_NOFOLLOW) with `mode`, fsync, rename over `path`, fsync of
+/// the directory. On failure the temporary file is removed and `path` is
+/// untouched.
+///
+/// # Errors
+/// [`Error::Io`].
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), Error> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(temp_name()?);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc_o_nofollow())
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(data).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return result;
+    }
+    sync_dir(dir)
+}
+
+/// The metadata of one mounted filesystem.
+#[derive(Clone, Debug)]
+pub struct Store {
+    mount: PathBuf,
+}
+
+fn check_descriptor(d: &str, lens: &[usize]) -> Result<(), Error> {
+    let hex = d
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if hex && lens.contains(&d.len()) {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "{d:?} is not a descriptor (16 or 32 lowercase hex digits)"
+        )))
+    }
+}
+
+impl Store {
+    /// The metadata of the filesystem mounted at `mount`.
+    pub fn new(mount: impl Into<PathBuf>) -> Store {
+        Store {
+            mount: mount.into(),
+        }
+    }
+
+    /// The mount point.
+    pub fn mount(&self) -> &Path {
+        &self.mount
+    }
+
+    /// `MOUNT/.fscrypt`.
+    pub fn base_dir(&self) -> PathBuf {
+        self.mount.join(BASE_DIR)
+    }
+
+    /// `MOUNT/.fscrypt/policies`.
+    pub fn policy_dir(&self) -> PathBuf {
+        self.base_dir().join(POLICY_DIR)
+    }
+
+    /// `MOUNT/.fscrypt/protectors`.
+    pub fn protector_dir(&self) -> PathBuf {
+        self.base_dir().join(PROTECTOR_DIR)
+    }
+
+    /// Whether `.fscrypt` exists at all (in any form).
+    pub fn exists(&self) -> bool {
+        std::fs::symlink_metadata(self.base_dir()).is_ok()
+    }
+
+    /// Checks that the metadata directory is set up and safe to use.
+    ///
+    /// # Errors
+    /// [`Error::NotSetup`] when absent; [`Error::Insecure`] for a symlinked,
+    /// non-directory or world-writable-without-sticky subdirectory.
+    pub fn check_setup(&self) -> Result<(), Error> {
+        let md = std::fs::metadata(self.base_dir()).map_err(|_| Error::NotSetup {
+            mount: self.mount.clone(),
+        })?;
+        if !md.is_dir() {
+            return Err(Error::Insecure {
+                path: self.base_dir(),
+                reason: "it is not a directory".into(),
+            });
+        }
+        for dir in [self.policy_dir(), self.protector_dir()] {
+            let md = std::fs::symlink_metadata(&dir).map_err(|_| Error::NotSetup {
+                mount: self.mount.clone(),
+            })?;
+            let reason = if md.file_type().is_symlink() {
+                Some("it is a symlink")
+            } else if !md.is_dir() {
+                Some("it is not a directory")
+            } else if md.mode() & 0o1002 == 0o002 {
+                Some("it is world-writable without the sticky bit")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(Error::Insecure {
+                    path: dir,
+                    reason: reason.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The setup mode, if both directories have one of the two standard modes.
+    pub fn setup_mode(&self) -> Option<SetupMode> {
+        let m1 = std::fs::metadata(self.policy_dir()).ok()?.mode() & 0o1777;
+        let m2 = std::fs::metadata(self.protector_dir()).ok()?.mode() & 0o1777;
+        match (m1, m2) {
+            (0o755, 0o755) => Some(SetupMode::SingleUserWritable),
+            (0o1777, 0o1777) => Some(SetupMode::WorldWritable),
+            _ => None,
+        }
+    }
+
+    /// Creates `.fscrypt/{policies,protectors}` with `mode`, atomically: built
+    /// in a temporary directory at the mount's root, then renamed.
+    ///
+    /// # Errors
+    /// [`Error::AlreadySetup`]; [`Error::Insecure`] when `.fscrypt` exists
+    /// but is broken; [`Error::Io`].
+    pub fn setup(&self, mode: SetupMode) -> Result<(), Error> {
+        match self.check_setup() {
+            Ok(()) => {
+                return Err(Error::AlreadySetup {
+                    mount: self.mount.clone(),
+                });
+            }
+            Err(Error::NotSetup { .. }) if !self.exists() => {}
+            Err(Error::NotSetup { .. }) => {
+                return Err(Error::Insecure {
+                    path: self.base_dir(),
+                    reason: "it exists but is incomplete".into(),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        let tmp = self.mount.join(temp_name()?);
+        let result = (|| {
+            let mk = |p: &Path, m: u32| -> Result<(), Error> {
+                std::fs::create_dir(p).map_err(|e| Error::io(p, e))?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(m))
+                    .map_err(|e| Error::io(p, e))
+            };
+            mk(&tmp, BASE_MODE)?;
+            mk(&tmp.join(POLICY_DIR), mode.dir_mode())?;
+            mk(&tmp.join(PROTECTOR_DIR), mode.dir_mode())?;
+            sync_dir(&tmp)?;
+            std::fs::rename(&tmp, self.base_dir()).map_err(|e| Error::io(self.base_dir(), e))?;
+            sync_dir(&self.mount)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        result
+    }
+
+    fn protector_path(&self, d: &str) -> Result<PathBuf, Error> {
+        check_descriptor(d, &[DESCRIPTOR_LEN_V1])?;
+        Ok(self.protector_dir().join(d))
+    }
+
+    fn policy_path(&self, d: &str) -> Result<PathBuf, Error> {
+        check_descriptor(d, &[DESCRIPTOR_LEN_V1, DESCRIPTOR_LEN_V2])?;
+        Ok(self.policy_dir().join(d))
+    }
+
+    fn read_file(&self, kind: &'static str, path: &Path, d: &str) -> Result<Vec<u8>, Error> {
+        self.check_setup()?;
+        read_limited(path, MAX_FILE_LEN).map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::NotFound {
+                    kind,
+                    descriptor: d.to_string(),
+                    mount: self.mount.clone(),
+                }
+            }
+            other => other,
+        })
+    }
+
+    /// Reads and checks a protector.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Corrupt`] (also when the descriptor in
+    /// the file differs from its name), [`Error::Insecure`], [`Error::Io`].
+    pub fn protector(&self, d: &str) -> Result<ProtectorData, Error> {
+        let path = self.protector_path(d)?;
+        let bytes = self.read_file("protector", &path, d)?;
+        let corrupt = |reason: String| Error::Corrupt {
+            path: path.clone(),
+            reason,
+        };
+        let p = proto::decode_protector(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if p.protector_descriptor != d {
+            return Err(corrupt("its descriptor differs from its name".into()));
+        }
+        Ok(p)
+    }
+
+    /// Reads and checks a policy.
+    ///
+    /// # Errors
+    /// As [`Store::protector`].
+    pub fn policy(&self, d: &str) -> Result<PolicyData, Error> {
+        let path = self.policy_path(d)?;
+        let bytes = self.read_file("policy", &path, d)?;
+        let corrupt = |reason: String| Error::Corrupt {
+            path: path.clone(),
+            reason,
+        };
+        let p = proto::decode_policy(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if p.key_descriptor != d {
+            return Err(corrupt("its descriptor differs from its name".into()));
+        }
+        Ok(p)
+    }
+
+    fn write(&self, path: &Path, data: &[u8]) -> Result<(), Error> {
+        self.check_setup()?;
+        let mode = match std::fs::symlink_metadata(path) {
+            Ok(md) if md.is_file() => md.mode() & 0o777,
+            Ok(_) => {
+                return Err(Error::Insecure {
+                    path: path.to_path_buf(),
+                    reason: "it is not a regular file".into(),
+                });
+            }
+            Err(_) => FILE_MODE,
+        };
+        write_atomic(path, data, mode)
+    }
+
+    /// Writes a protector (checked first) atomically.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`], [`Error::Insecure`], [`Error::Io`].
+    pub fn put_protector(&self, p: &ProtectorData) -> Result<(), Error> {
+        p.check()?;
+        let path = self.protector_path(&p.protector_descriptor)?;
+        self.write(&path, &p.encode_to_vec())
+    }
+
+    /// Writes a policy (checked first) atomically.
+    ///
+    /// # Errors
+    /// As [`Store::put_protector`].
+    pub fn put_policy(&self, p: &PolicyData) -> Result<(), Error> {
+        p.check()?;
+        let path = self.policy_path(&p.key_descriptor)?;
+        self.write(&path, &p.encode_to_vec())
+    }
+
+    fn list(&self, dir: &Path, lens: &[usize]) -> Result<Vec<String>, Error> {
+        self.check_setup()?;
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if name.starts_with(TEMP_PREFIX) || check_descriptor(&name, lens).is_err() {
+                continue;
+            }
+            if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+                out.push(name);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The descriptors of the protectors stored here (link files excluded).
+    ///
+    /// # Errors
+    /// [`Error::NotSetup`], [`Error::Insecure`], [`Error::Io`].
+    pub fn protectors(&self) -> Result<Vec<String>, Error> {
+        self.list(&self.protector_dir(), &[DESCRIPTOR_LEN_V1])
+    }
+
+    /// The descriptors of the policies stored here.
+    ///
+    /// # Errors
+    /// As [`Store::protectors`].
+    pub fn policies(&self) -> Result<Vec<String>, Error> {
+        self.list(&self.policy_dir(), &[DESCRIPTOR_LEN_V1, DESCRIPTOR_LEN_V2])
+    }
+}
