@@ -636,3 +636,446 @@ fn every_google_style_command_has_help() {
     let o = test_support::run::output(Command::new(BIN).args(["unlock", "--help"]), b"");
     assert!(!String::from_utf8_lossy(&o.stdout).contains("--passphrase"));
 }
+
+/// The `--user` argument and a test user with a login password.
+fn login_user(test: &str, tag: &str, password: &str) -> Option<test_support::users::TestUser> {
+    test_support::users::TestUser::new(test, tag, password)
+}
+
+#[test]
+fn login_protectors_both_ways() {
+    let Some(env) = Env::new("gfs_login", false) else {
+        return;
+    };
+    let Some(u1) = login_user("gfs_login", "a", "login-pw-1") else {
+        return;
+    };
+    let Some(u2) = login_user("gfs_login", "b", "login-pw-2") else {
+        return;
+    };
+    let user1 = format!("--user={}", u1.name);
+    let (d1, d2, d3) = (env.dir("l1"), env.dir("l2"), env.dir("l3"));
+    for d in [&d1, &d2, &d3] {
+        std::fs::create_dir(d).unwrap();
+    }
+
+    // fscrypt -> fscrypt-rs: a login protector made by fscrypt for u1.
+    ok(
+        &env.gfs(
+            &[
+                "encrypt",
+                p(&d1),
+                "--source=pam_passphrase",
+                &user1,
+                "--quiet",
+            ],
+            b"login-pw-1\n",
+        ),
+        "fscrypt encrypt --source=pam_passphrase",
+    );
+    std::fs::write(d1.join("f"), "one").unwrap();
+    ok(
+        &env.gfs(&["lock", p(&d1), &user1, "--quiet"], b""),
+        "fscrypt lock",
+    );
+    assert!(!readable(&d1.join("f"), "one"));
+    let st = env.rs(&["status", p(&d1), "--json"], b"");
+    ok(&st, "fscrypt-rs status");
+    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let prot = &j["fscrypt_metadata"]["protectors"][0];
+    assert_eq!(prot["source"], "pam_passphrase", "{j}");
+    assert_eq!(prot["uid"], u1.uid, "{j}");
+    let o = env.rs(&["unlock", p(&d1)], b"wrong\n");
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    ok(
+        &env.rs(&["unlock", p(&d1)], b"login-pw-1\n"),
+        "fscrypt-rs unlock (login)",
+    );
+    assert!(readable(&d1.join("f"), "one"));
+    ok(
+        &env.rs(&["lock", p(&d1), "--quiet"], b""),
+        "fscrypt-rs lock",
+    );
+
+    // fscrypt-rs reuses u1's login protector for a new directory; fscrypt
+    // unlocks it.
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d2),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u1.name,
+            "--json",
+        ],
+        b"login-pw-1\n",
+    );
+    ok(&o, "fscrypt-rs encrypt (existing login protector)");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["protector_created"], false, "{j}");
+    assert_eq!(j["protector"]["descriptor"], prot["descriptor"], "{j}");
+    std::fs::write(d2.join("g"), "two").unwrap();
+    ok(
+        &env.rs(&["lock", p(&d2), "--quiet"], b""),
+        "fscrypt-rs lock d2",
+    );
+    ok(
+        &env.gfs(&["unlock", p(&d2), &user1, "--quiet"], b"login-pw-1\n"),
+        "fscrypt unlock d2",
+    );
+    assert!(readable(&d2.join("g"), "two"));
+
+    // fscrypt-rs -> fscrypt: a new login protector for u2.
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d3),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u2.name,
+            "--json",
+        ],
+        b"login-pw-2\n",
+    );
+    ok(&o, "fscrypt-rs encrypt (new login protector)");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["protector_created"], true, "{j}");
+    assert_eq!(j["protector"]["uid"], u2.uid, "{j}");
+    std::fs::write(d3.join("h"), "three").unwrap();
+    ok(
+        &env.rs(&["lock", p(&d3), "--quiet"], b""),
+        "fscrypt-rs lock d3",
+    );
+    let user2 = format!("--user={}", u2.name);
+    let st = env.gfs(&["status", p(&d3)], b"");
+    ok(&st, "fscrypt status d3");
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains("login protector"),
+        "{}",
+        text(&st)
+    );
+    let o = env.gfs(&["unlock", p(&d3), &user2, "--quiet"], b"nope\n");
+    assert!(
+        !o.status.success(),
+        "fscrypt unlocked with a wrong password"
+    );
+    ok(
+        &env.gfs(&["unlock", p(&d3), &user2, "--quiet"], b"login-pw-2\n"),
+        "fscrypt unlock d3",
+    );
+    assert!(readable(&d3.join("h"), "three"));
+    // A second login protector for the same user is refused by name.
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d3),
+            "--source",
+            "pam_passphrase",
+            "--name",
+            "x",
+        ],
+        b"",
+    );
+    assert!(!o.status.success());
+}
+
+#[test]
+fn login_protector_linked_from_another_filesystem() {
+    let Some(env) = Env::new("gfs_login_link", false) else {
+        return;
+    };
+    let Some(other) = scratch_ext4("gfs_login_link", 32, MKFS_4K) else {
+        return;
+    };
+    let Some(u) = login_user("gfs_login_link", "c", "pw-link") else {
+        return;
+    };
+    let m2 = other.mount_point();
+    ok(
+        &env.gfs(&["setup", p(m2), "--quiet"], b"y\n"),
+        "fscrypt setup MNT2",
+    );
+    let user = format!("--user={}", u.name);
+    let (a, b) = (m2.join("a"), m2.join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+
+    // fscrypt: the login protector on the root fs, a link on MNT2.
+    ok(
+        &env.gfs(
+            &[
+                "encrypt",
+                p(&a),
+                "--source=pam_passphrase",
+                &user,
+                "--no-recovery",
+                "--quiet",
+            ],
+            b"pw-link\n",
+        ),
+        "fscrypt encrypt on MNT2",
+    );
+    let links: Vec<_> = std::fs::read_dir(m2.join(".fscrypt/protectors"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        links.iter().all(|n| n.ends_with(".link")) && links.len() == 1,
+        "{links:?}"
+    );
+    std::fs::write(a.join("f"), "A").unwrap();
+    ok(
+        &env.gfs(&["lock", p(&a), &user, "--quiet"], b""),
+        "fscrypt lock a",
+    );
+    ok(
+        &env.rs(&["unlock", p(&a)], b"pw-link\n"),
+        "fscrypt-rs unlock a (through the link)",
+    );
+    assert!(readable(&a.join("f"), "A"));
+
+    // fscrypt-rs: reuses the protector through the existing link; fscrypt
+    // unlocks.
+    ok(
+        &env.rs(
+            &[
+                "encrypt",
+                p(&b),
+                "--source",
+                "pam_passphrase",
+                "--user",
+                &u.name,
+                "--quiet",
+            ],
+            b"pw-link\n",
+        ),
+        "fscrypt-rs encrypt on MNT2",
+    );
+    std::fs::write(b.join("g"), "B").unwrap();
+    ok(
+        &env.rs(&["lock", p(&b), "--quiet"], b""),
+        "fscrypt-rs lock b",
+    );
+    ok(
+        &env.gfs(&["unlock", p(&b), &user, "--quiet"], b"pw-link\n"),
+        "fscrypt unlock b",
+    );
+    assert!(readable(&b.join("g"), "B"));
+
+    // A link written by fscrypt-rs (the link removed first) is followed by
+    // fscrypt.
+    let link = m2.join(".fscrypt/protectors").join(&links[0]);
+    std::fs::remove_file(&link).unwrap();
+    let c = m2.join("c");
+    std::fs::create_dir(&c).unwrap();
+    ok(
+        &env.rs(
+            &[
+                "encrypt",
+                p(&c),
+                "--source",
+                "pam_passphrase",
+                "--user",
+                &u.name,
+                "--quiet",
+            ],
+            b"pw-link\n",
+        ),
+        "fscrypt-rs encrypt c (writes the link)",
+    );
+    let t = std::fs::read_to_string(&link).unwrap();
+    assert!(t.contains(&format!("PATH={}\n", p(env.mnt()))), "{t}");
+    std::fs::write(c.join("h"), "C").unwrap();
+    ok(
+        &env.rs(&["lock", p(&c), "--quiet"], b""),
+        "fscrypt-rs lock c",
+    );
+    ok(
+        &env.gfs(&["unlock", p(&c), &user, "--quiet"], b"pw-link\n"),
+        "fscrypt unlock c (fscrypt-rs's link)",
+    );
+    assert!(readable(&c.join("h"), "C"));
+}
+
+#[test]
+fn metadata_subcommands_interoperate() {
+    let Some(env) = Env::new("gfs_metadata_edit", false) else {
+        return;
+    };
+    let d = env.dir("d");
+    std::fs::create_dir(&d).unwrap();
+    ok(
+        &env.gfs(
+            &[
+                "encrypt",
+                p(&d),
+                "--source=custom_passphrase",
+                "--name=first",
+                "--quiet",
+            ],
+            b"old-pp",
+        ),
+        "fscrypt encrypt",
+    );
+    std::fs::write(d.join("f"), "data").unwrap();
+    ok(&env.gfs(&["lock", p(&d), "--quiet"], b""), "fscrypt lock");
+    let st = env.rs(&["status", p(&d), "--json"], b"");
+    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let pol = j["policy"]["master_key_identifier"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let p1 = j["fscrypt_metadata"]["protectors"][0]["descriptor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let m = p(env.mnt());
+    let (prot1, polref) = (format!("{m}:{p1}"), format!("{m}:{pol}"));
+
+    // change-passphrase by fscrypt-rs: a wrong old one changes nothing;
+    // then fscrypt takes the new one and refuses the old.
+    let before = metadata_snapshot(env.mnt());
+    let o = env.rs(
+        &["metadata", "change-passphrase", "--protector", &prot1],
+        b"bad\nnew-pp\n",
+    );
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert_eq!(metadata_snapshot(env.mnt()), before);
+    ok(
+        &env.rs(
+            &["metadata", "change-passphrase", "--protector", &prot1],
+            b"old-pp\nnew-pp\n",
+        ),
+        "fscrypt-rs metadata change-passphrase",
+    );
+    let o = env.gfs(&["unlock", p(&d), "--quiet"], b"old-pp");
+    assert!(
+        !o.status.success(),
+        "fscrypt unlocked with the old passphrase"
+    );
+    assert!(!readable(&d.join("f"), "data"));
+    ok(
+        &env.gfs(&["unlock", p(&d), "--quiet"], b"new-pp"),
+        "fscrypt unlock (new)",
+    );
+    assert!(readable(&d.join("f"), "data"));
+    ok(&env.gfs(&["lock", p(&d), "--quiet"], b""), "fscrypt lock");
+
+    // create protector + add-protector-to-policy by fscrypt-rs; fscrypt
+    // unlocks with the added one.
+    let o = env.rs(
+        &[
+            "metadata",
+            "create",
+            "protector",
+            m,
+            "--source",
+            "custom_passphrase",
+            "--name",
+            "second",
+            "--json",
+        ],
+        b"second-pp\n",
+    );
+    ok(&o, "fscrypt-rs metadata create protector");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p2 = j["protector"]["descriptor"].as_str().unwrap().to_string();
+    let prot2 = format!("{m}:{p2}");
+    ok(
+        &env.rs(
+            &[
+                "metadata",
+                "add-protector-to-policy",
+                "--protector",
+                &prot2,
+                "--policy",
+                &polref,
+            ],
+            b"second-pp\nnew-pp\n",
+        ),
+        "fscrypt-rs metadata add-protector-to-policy",
+    );
+    let uw = format!("--unlock-with={prot2}");
+    ok(
+        &env.gfs(&["unlock", p(&d), &uw, "--quiet"], b"second-pp"),
+        "fscrypt unlock with the added protector",
+    );
+    assert!(readable(&d.join("f"), "data"));
+    ok(&env.gfs(&["lock", p(&d), "--quiet"], b""), "fscrypt lock");
+
+    // destroy refuses a protector still in use; remove it from the policy,
+    // then destroy; the last protector cannot be removed.
+    let o = env.rs(&["metadata", "destroy", "--protector", &prot1], b"");
+    assert!(!o.status.success(), "{}", text(&o));
+    ok(
+        &env.rs(
+            &[
+                "metadata",
+                "remove-protector-from-policy",
+                "--protector",
+                &prot1,
+                "--policy",
+                &polref,
+            ],
+            b"",
+        ),
+        "fscrypt-rs metadata remove-protector-from-policy",
+    );
+    ok(
+        &env.rs(&["metadata", "destroy", "--protector", &prot1], b""),
+        "fscrypt-rs metadata destroy --protector",
+    );
+    assert!(!env.mnt().join(".fscrypt/protectors").join(&p1).exists());
+    let o = env.rs(
+        &[
+            "metadata",
+            "remove-protector-from-policy",
+            "--protector",
+            &prot2,
+            "--policy",
+            &polref,
+        ],
+        b"",
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    ok(
+        &env.gfs(&["unlock", p(&d), "--quiet"], b"second-pp"),
+        "fscrypt unlock (only p2)",
+    );
+    assert!(readable(&d.join("f"), "data"));
+
+    // create policy by fscrypt-rs: fscrypt's dump lists it; destroy it.
+    let o = env.rs(
+        &[
+            "metadata",
+            "create",
+            "policy",
+            m,
+            "--protector",
+            &prot2,
+            "--json",
+        ],
+        b"second-pp\n",
+    );
+    ok(&o, "fscrypt-rs metadata create policy");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pol2 = j["policy"].as_str().unwrap().to_string();
+    let dump = env.gfs(&["metadata", "dump", &format!("--policy={m}:{pol2}")], b"");
+    ok(&dump, "fscrypt metadata dump");
+    assert!(
+        String::from_utf8_lossy(&dump.stdout).contains(&pol2),
+        "{}",
+        text(&dump)
+    );
+    ok(
+        &env.rs(
+            &["metadata", "destroy", "--policy", &format!("{m}:{pol2}")],
+            b"",
+        ),
+        "fscrypt-rs metadata destroy --policy",
+    );
+    assert!(!env.mnt().join(".fscrypt/policies").join(&pol2).exists());
+}

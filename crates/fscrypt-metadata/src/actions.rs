@@ -183,3 +183,82 @@ pub fn add_protector_to_policy(
     });
     Ok(())
 }
+
+/// Re-wraps a protector's key under a new secret (a new passphrase: fresh
+/// salt, the given costs; or a new 32-byte raw key), after opening it with
+/// the old one. The descriptor and the protector key stay the same, so
+/// every policy it protects stays reachable.
+///
+/// # Errors
+/// [`Error::WrongSecret`] when `old` does not open it; [`Error::Invalid`];
+/// [`Error::Crypto`].
+pub fn rewrap_protector(
+    p: &ProtectorData,
+    old: &[u8],
+    new: &[u8],
+    costs: &HashingCosts,
+) -> Result<ProtectorData, Error> {
+    let key = open_protector(p, old)?;
+    rewrap_open_protector(p, &key, new, costs)
+}
+
+/// [`rewrap_protector`] with the protector key already unwrapped.
+///
+/// # Errors
+/// As [`rewrap_protector`].
+pub fn rewrap_open_protector(
+    p: &ProtectorData,
+    key: &Key32,
+    new: &[u8],
+    costs: &HashingCosts,
+) -> Result<ProtectorData, Error> {
+    let mut q = p.clone();
+    match q.source_type() {
+        SourceType::RawKey => {
+            if new.len() != INTERNAL_KEY_LEN {
+                return Err(Error::Invalid(format!(
+                    "a raw key must be exactly {INTERNAL_KEY_LEN} bytes, not {}",
+                    new.len()
+                )));
+            }
+        }
+        _ => {
+            q.salt = keys::random_key::<SALT_LEN>()?.to_vec();
+            q.costs = Some(costs.clone());
+        }
+    }
+    let wrapping = wrapping_key(&q, new)?;
+    q.wrapped_key = Some(keys::wrap(&wrapping, &key[..])?);
+    q.check()?;
+    Ok(q)
+}
+
+/// Removes protector `d`'s slot from a policy.
+///
+/// # Errors
+/// [`Error::Invalid`] when it has no such slot, or when it is the policy's
+/// last one (the key would be lost: destroy the policy instead).
+pub fn remove_protector_from_policy(policy: &mut PolicyData, d: &str) -> Result<(), Error> {
+    let before = policy.wrapped_policy_keys.len();
+    if !policy
+        .wrapped_policy_keys
+        .iter()
+        .any(|s| s.protector_descriptor == d)
+    {
+        return Err(Error::Invalid(format!(
+            "policy {} is not protected by protector {d}",
+            policy.key_descriptor
+        )));
+    }
+    if before == 1 {
+        return Err(Error::Invalid(format!(
+            "protector {d} is the only protector of policy {}; its key would be lost \
+             (add another protector first, or destroy the policy)",
+            policy.key_descriptor
+        )));
+    }
+    policy
+        .wrapped_policy_keys
+        .retain(|s| s.protector_descriptor != d);
+    Ok(())
+}

@@ -10,7 +10,11 @@
 //! * [`config`]: the global JSON config (`/etc/fscrypt.conf`, or the file
 //!   named by `FSCRYPT_CONF`);
 //! * [`store`]: a filesystem's metadata directory (setup modes, atomic
-//!   writes, reads that refuse symlinks and oversized or corrupt files).
+//!   writes, reads that refuse symlinks and oversized or corrupt files);
+//! * [`links`]: `protectors/<d>.link` files naming the filesystem (by UUID,
+//!   then mount point) that holds a protector;
+//! * [`login`]: login (`pam_passphrase`) protectors, kept on the root
+//!   filesystem, and the policies they protect.
 //!
 //! The facts (formats, constants, algorithms) were learnt from google/fscrypt's
 //! sources (Apache-2.0); no code was copied.
@@ -19,6 +23,8 @@ pub mod actions;
 pub mod config;
 pub mod error;
 pub mod keys;
+pub mod links;
+pub mod login;
 pub mod proto;
 pub mod store;
 

@@ -408,6 +408,117 @@ impl Store {
         Ok(out)
     }
 
+    /// The link file of protector `d` kept on another filesystem
+    /// (`protectors/<d>.link`), if there is one: its text.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad descriptor; [`Error::Insecure`] for a
+    /// symlinked link file; [`Error::Corrupt`] for one that is not UTF-8 or
+    /// too large; [`Error::Io`].
+    pub fn link(&self, d: &str) -> Result<Option<String>, Error> {
+        let path = self.link_path(d)?;
+        self.check_setup()?;
+        match read_limited(&path, crate::links::MAX_LINK_LEN) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| Error::Corrupt {
+                    path,
+                    reason: "a link file must be text".into(),
+                }),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `protectors/<d>.link`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad descriptor.
+    pub fn link_path(&self, d: &str) -> Result<PathBuf, Error> {
+        check_descriptor(d, &[DESCRIPTOR_LEN_V1])?;
+        Ok(self.protector_dir().join(format!("{d}{LINK_SUFFIX}")))
+    }
+
+    /// Writes the link file of protector `d` (text from
+    /// [`crate::links::Link::to_text`]) atomically.
+    ///
+    /// # Errors
+    /// As [`Store::put_protector`].
+    pub fn put_link(&self, d: &str, text: &str) -> Result<(), Error> {
+        let path = self.link_path(d)?;
+        self.write(&path, text.as_bytes())
+    }
+
+    /// Whether a regular protector file `d` is stored here.
+    pub fn has_protector(&self, d: &str) -> bool {
+        self.protector_path(d)
+            .ok()
+            .and_then(|p| std::fs::symlink_metadata(p).ok())
+            .is_some_and(|m| m.is_file())
+    }
+
+    fn remove(&self, kind: &'static str, path: &Path, d: &str) -> Result<(), Error> {
+        self.check_setup()?;
+        match std::fs::remove_file(path) {
+            Ok(()) => sync_dir(path.parent().unwrap_or(Path::new("."))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotFound {
+                kind,
+                descriptor: d.to_string(),
+                mount: self.mount.clone(),
+            }),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// Removes protector `d`: its link file when there is one, else the
+    /// protector file.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Io`].
+    pub fn remove_protector(&self, d: &str) -> Result<(), Error> {
+        let link = self.link_path(d)?;
+        if std::fs::symlink_metadata(&link).is_ok() {
+            return self.remove("protector", &link, d);
+        }
+        let path = self.protector_path(d)?;
+        self.remove("protector", &path, d)
+    }
+
+    /// Removes policy `d`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Io`].
+    pub fn remove_policy(&self, d: &str) -> Result<(), Error> {
+        let path = self.policy_path(d)?;
+        self.remove("policy", &path, d)
+    }
+
+    /// The descriptors of the protectors linked from here (`<d>.link`).
+    ///
+    /// # Errors
+    /// As [`Store::protectors`].
+    pub fn linked_protectors(&self) -> Result<Vec<String>, Error> {
+        self.check_setup()?;
+        let dir = self.protector_dir();
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if let Some(d) = name.strip_suffix(LINK_SUFFIX)
+                && check_descriptor(d, &[DESCRIPTOR_LEN_V1]).is_ok()
+                && entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+            {
+                out.push(d.to_string());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The descriptors of the protectors stored here (link files excluded).
     ///
     /// # Errors

@@ -29,13 +29,18 @@ pub struct Args {
     /// An empty directory on a filesystem set up with `fscrypt-rs setup`.
     pub dir: PathBuf,
     /// Source of a new protector (default: the config's).
-    #[arg(long, value_parser = ["custom_passphrase", "raw_key"])]
+    #[arg(long, value_parser = ["custom_passphrase", "raw_key", "pam_passphrase"])]
     pub source: Option<String>,
+    /// For `--source pam_passphrase`: the user whose login protector (on
+    /// the root filesystem, `$FSCRYPT_ROOT_MNT` or `/`) protects DIR;
+    /// default: the caller. The passphrase is that user's login password.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// Name of a new protector (required for new protectors).
     #[arg(long)]
     pub name: Option<String>,
     /// Use this existing protector instead of creating one.
-    #[arg(long, value_name = "MOUNTPOINT:ID", conflicts_with_all = ["source", "name"])]
+    #[arg(long, value_name = "MOUNTPOINT:ID", conflicts_with_all = ["source", "name", "user"])]
     pub protector: Option<MountId>,
     /// Secrets.
     #[command(flatten)]
@@ -85,21 +90,20 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     }
     let store = gfs::store_of(dir)?;
     let config = Config::load().map_err(gfs::meta)?;
-    let (protector, protector_key, new_protector) = match &args.protector {
+    let chosen = match &args.protector {
         Some(r) => {
             let pstore = Store::new(std::fs::canonicalize(&r.mount)?);
-            if pstore.mount() != store.mount() {
-                anyhow::bail!(
-                    "protector {} is on another filesystem; protectors linked from another \
-                     filesystem are not supported yet",
-                    r.id
-                );
-            }
+            pstore.check_setup().map_err(gfs::meta)?;
             let p = pstore.protector(&r.id).map_err(gfs::meta)?;
             let what = format!("protector {}", r.id);
             let secret = gfs::read_secret(&args.secret, p.source_type(), &what, false)?;
             let key = actions::open_protector(&p, &secret).map_err(gfs::meta)?;
-            (p, key, false)
+            Chosen {
+                protector: p,
+                key,
+                store: pstore,
+                created: false,
+            }
         }
         None => {
             let source = match args.source.as_deref() {
@@ -107,9 +111,10 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 None => config.source,
             };
             if source == SourceType::PamPassphrase {
-                anyhow::bail!(
-                    "login (pam_passphrase) protectors are not supported yet; use --source custom_passphrase or raw_key"
-                );
+                return encrypt_with(&args, &store, &config, login_protector(&args, &config)?);
+            }
+            if args.user.is_some() {
+                anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
             }
             let Some(name) = args.name.clone() else {
                 anyhow::bail!(
@@ -131,9 +136,81 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 gfs::read_secret(&args.secret, source, &format!("protector {name:?}"), true)?;
             let (p, key) = actions::new_protector(source, &name, &config.hash_costs, &secret, 0)
                 .map_err(gfs::meta)?;
-            (p, key, true)
+            Chosen {
+                protector: p,
+                key,
+                store: store.clone(),
+                created: true,
+            }
         }
     };
+    encrypt_with(&args, &store, &config, chosen)
+}
+
+/// The protector a new policy is wrapped by.
+struct Chosen {
+    protector: fscrypt_metadata::proto::ProtectorData,
+    key: fscrypt_metadata::keys::Key32,
+    /// Where the protector is (or goes, when created).
+    store: Store,
+    created: bool,
+}
+
+/// The user's login protector on the root filesystem: opened with the
+/// login passphrase when it exists, else created.
+fn login_protector(args: &Args, config: &Config) -> anyhow::Result<Chosen> {
+    if args.name.is_some() {
+        anyhow::bail!(
+            "login protectors are identified by their user, not a name: drop --name (and give --user NAME)"
+        );
+    }
+    let user = gfs::login_user(args.user.as_deref())?;
+    let root = gfs::root_store()?;
+    let what = format!("login passphrase of {}", user.name);
+    match fscrypt_metadata::login::login_protector(&root, i64::from(user.uid)).map_err(gfs::meta)? {
+        Some(p) => {
+            let secret = gfs::read_secret(&args.secret, p.source_type(), &what, false)?;
+            let key = actions::open_protector(&p, &secret).map_err(gfs::meta)?;
+            Ok(Chosen {
+                protector: p,
+                key,
+                store: root,
+                created: false,
+            })
+        }
+        None => {
+            let secret = gfs::read_secret(&args.secret, SourceType::PamPassphrase, &what, true)?;
+            let (p, key) = actions::new_protector(
+                SourceType::PamPassphrase,
+                "",
+                &config.hash_costs,
+                &secret,
+                i64::from(user.uid),
+            )
+            .map_err(gfs::meta)?;
+            Ok(Chosen {
+                protector: p,
+                key,
+                store: root,
+                created: true,
+            })
+        }
+    }
+}
+
+fn encrypt_with(
+    args: &Args,
+    store: &Store,
+    config: &Config,
+    chosen: Chosen,
+) -> anyhow::Result<ExitCode> {
+    let dir = &args.dir;
+    let Chosen {
+        protector,
+        key: protector_key,
+        store: pstore,
+        created: new_protector,
+    } = chosen;
     let (policy, policy_key) = actions::new_policy(
         &config.options,
         &protector.protector_descriptor,
@@ -144,8 +221,26 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     // Metadata first (a crash leaves unused metadata, never an encrypted
     // directory without its policy file), then the key, then the policy.
     if new_protector {
-        store.put_protector(&protector).map_err(gfs::meta)?;
+        pstore.put_protector(&protector).map_err(gfs::meta)?;
     }
+    let linked = if pstore.mount() != store.mount() {
+        let target = gfs::main_mount_of(pstore.mount())?;
+        match fscrypt_metadata::login::link_protector(
+            store,
+            &protector.protector_descriptor,
+            &target,
+        ) {
+            Ok(made) => made,
+            Err(e) => {
+                if new_protector {
+                    let _ = pstore.remove_protector(&protector.protector_descriptor);
+                }
+                return Err(gfs::meta(e));
+            }
+        }
+    } else {
+        false
+    };
     let undo = |key_added: bool| {
         if key_added {
             let _ = fscrypt_linux::keyring::remove_key(
@@ -156,8 +251,10 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
         let _ = std::fs::remove_file(store.policy_dir().join(&policy.key_descriptor));
         if new_protector {
-            let _ =
-                std::fs::remove_file(store.protector_dir().join(&protector.protector_descriptor));
+            let _ = pstore.remove_protector(&protector.protector_descriptor);
+        }
+        if linked {
+            let _ = store.remove_protector(&protector.protector_descriptor);
         }
     };
     if let Err(e) = store.put_policy(&policy) {

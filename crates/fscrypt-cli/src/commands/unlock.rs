@@ -100,7 +100,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             // given fits.
             let mut candidates = Vec::new();
             for d in &slots {
-                if let Ok(p) = store.protector(d) {
+                if let Ok((_, p)) = gfs::locate_protector(&store, d) {
                     candidates.push(p);
                 }
             }
@@ -135,19 +135,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let (pstore, pdesc) = pick;
-    let protector = pstore.protector(&pdesc).map_err(|e| match e {
-        fscrypt_metadata::Error::NotFound { .. } => gfs::failure(
-            EXIT_NOT_FOUND,
-            "not_found",
-            format!(
-                "protector {pdesc} of {} is not on {} (protectors linked from another \
-                 filesystem are not supported yet)",
-                dir.display(),
-                pstore.mount().display()
-            ),
-        ),
-        e => gfs::meta(e),
-    })?;
+    let (_, protector) = gfs::locate_protector(&pstore, &pdesc)?;
     let what = format!("{} ({})", gfs::describe_protector(&protector), pdesc);
     let secret = gfs::read_secret(&args.secret, protector.source_type(), &what, false)?;
     let pkey = actions::open_protector(&protector, &secret).map_err(gfs::meta)?;

@@ -14,6 +14,7 @@ use fscrypt::{
 use fscrypt_linux::keyring::{self, KeyPresence, KeySpec};
 use fscrypt_linux::{mountinfo, policy};
 use fscrypt_metadata::Error as MetaError;
+use fscrypt_metadata::links::MainMount;
 use fscrypt_metadata::proto::{EncryptionOptions, PolicyData, ProtectorData, SourceType};
 use fscrypt_metadata::store::Store;
 use zeroize::Zeroizing;
@@ -448,4 +449,100 @@ pub fn status_section(
         serde_json::json!({"protectors": pj, "policies": polj}),
         text,
     ))
+}
+
+/// The main mount of every mounted filesystem (the first mount of each
+/// device whose root is the filesystem's root), for following link files.
+pub fn main_mounts() -> Vec<MainMount> {
+    let mut out: Vec<MainMount> = Vec::new();
+    for m in mountinfo::read_mountinfo().unwrap_or_default() {
+        if m.root != Path::new("/") || out.iter().any(|o| (o.major, o.minor) == (m.major, m.minor))
+        {
+            continue;
+        }
+        out.push(MainMount {
+            path: m.mount_point,
+            major: m.major,
+            minor: m.minor,
+        });
+    }
+    out
+}
+
+/// The main mount of the filesystem holding `path`.
+///
+/// # Errors
+/// The path cannot be examined.
+pub fn main_mount_of(path: &Path) -> anyhow::Result<MainMount> {
+    let m = mountinfo::find_mount(path)?;
+    Ok(MainMount {
+        path: m.mount_point,
+        major: m.major,
+        minor: m.minor,
+    })
+}
+
+/// A login user: name and uid.
+#[derive(Clone, Debug)]
+pub struct LoginUser {
+    /// The user name.
+    pub name: String,
+    /// The uid.
+    pub uid: u32,
+}
+
+/// The user named `name` (through NSS), or the caller's (real uid) when
+/// `None`.
+///
+/// # Errors
+/// No such user.
+pub fn login_user(name: Option<&str>) -> anyhow::Result<LoginUser> {
+    let u = match name {
+        Some(n) => nix::unistd::User::from_name(n)?.ok_or_else(|| {
+            anyhow::anyhow!("there is no user {n:?}; check the name given to --user")
+        })?,
+        None => {
+            let uid = nix::unistd::getuid();
+            nix::unistd::User::from_uid(uid)?.ok_or_else(|| {
+                anyhow::anyhow!("uid {uid} has no user name; give one with --user")
+            })?
+        }
+    };
+    Ok(LoginUser {
+        name: u.name,
+        uid: u.uid.as_raw(),
+    })
+}
+
+/// The login protectors' filesystem (`$FSCRYPT_ROOT_MNT`, else `/`),
+/// checked.
+///
+/// # Errors
+/// Not set up, insecure.
+pub fn root_store() -> anyhow::Result<Store> {
+    let root = fscrypt_metadata::config::root_mount();
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
+    let store = Store::new(root);
+    store.check_setup().map_err(|e| match e {
+        MetaError::NotSetup { mount } => failure(
+            EXIT_NOT_SETUP,
+            "not_setup",
+            format!(
+                "login protectors live on the root filesystem {}, which is not set up; run                  `fscrypt-rs setup {}` first",
+                mount.display(),
+                mount.display()
+            ),
+        ),
+        e => meta(e),
+    })?;
+    Ok(store)
+}
+
+/// Protector `d` of a policy on `store`: the file there, or the one its
+/// link file points to.
+///
+/// # Errors
+/// Not found (exit 24), unreadable, a link to no mounted filesystem.
+pub fn locate_protector(store: &Store, d: &str) -> anyhow::Result<(Store, ProtectorData)> {
+    fscrypt_metadata::login::locate_protector(store, d, &main_mounts()).map_err(meta)
 }
