@@ -387,12 +387,7 @@ impl Ext4 {
         }
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&b[0x68..0x78]);
-        let hash_seed = [
-            le32(b, 0xEC),
-            le32(b, 0xF0),
-            le32(b, 0xF4),
-            le32(b, 0xF8),
-        ];
+        let hash_seed = [le32(b, 0xEC), le32(b, 0xF0), le32(b, 0xF4), le32(b, 0xF8)];
         let name = &b[0x78..0x88];
         let volume_name = name[..name.iter().position(|&c| c == 0).unwrap_or(16)].to_vec();
         Ok(Superblock {
@@ -487,6 +482,23 @@ impl Ext4 {
             0
         };
         Ok(lo | (hi << 32))
+    }
+
+    /// Byte offset of inode `ino`'s on-disk record in the device.
+    ///
+    /// # Errors
+    /// [`Ext4Error::Corrupt`] for an out-of-range number, [`Ext4Error::Io`].
+    pub fn inode_offset(&self, ino: u32) -> Result<u64, Ext4Error> {
+        if ino == 0 || ino > self.sb.inodes_count {
+            return Err(self.corrupt(Some(ino), "inode number out of range"));
+        }
+        let idx = ino - 1;
+        let table = self.inode_table_block(idx / self.sb.inodes_per_group)?;
+        let isz = u64::from(self.sb.inode_size);
+        table
+            .checked_mul(u64::from(self.sb.block_size))
+            .and_then(|t| t.checked_add(u64::from(idx % self.sb.inodes_per_group) * isz))
+            .ok_or_else(|| self.corrupt(Some(ino), "inode table offset overflows"))
     }
 
     /// Read inode `ino` (1-based).

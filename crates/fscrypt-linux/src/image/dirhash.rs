@@ -51,7 +51,10 @@ fn half_md4_transform(buf: &mut [u32; 4], x: &[u32]) {
     let (mut a, mut b, mut c, mut d) = (buf[0], buf[1], buf[2], buf[3]);
     macro_rules! round {
         ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $x:expr, $s:expr) => {
-            $a = $a.wrapping_add($f($b, $c, $d)).wrapping_add($x).rotate_left($s)
+            $a = $a
+                .wrapping_add($f($b, $c, $d))
+                .wrapping_add($x)
+                .rotate_left($s)
         };
     }
     round!(f, a, b, c, d, x[0], 3);

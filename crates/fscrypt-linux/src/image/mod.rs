@@ -442,12 +442,27 @@ impl Image {
                 FscryptName::for_lookup(Some(crypt), name)
                     .map_err(|_| ImageError::NotFound(child_shown.clone()))?,
             ),
-            Crypt::Locked { .. } => Some(
-                FscryptName::for_lookup(None, name)
-                    .map_err(|_| ImageError::NotFound(child_shown.clone()))?,
-            ),
+            Crypt::Locked { .. } => FscryptName::for_lookup(None, name).ok(),
         };
+        if wanted.is_none() && !matches!(dir.crypt, Crypt::Plain) {
+            // Not a well-formed no-key name: nothing can match.
+            return Err(match &dir.crypt {
+                Crypt::Locked { policy } => ImageError::NoKey {
+                    path: format!("{child_shown}: not found (only no-key names exist in {shown})"),
+                    key: keys::policy_key(policy),
+                },
+                _ => ImageError::NotFound(child_shown),
+            });
+        }
         let listing = self.list(dir, shown)?;
+        let not_found = || match &dir.crypt {
+            // Say why: without the key only no-key names can be found.
+            Crypt::Locked { policy } => ImageError::NoKey {
+                path: format!("{child_shown}: not found (only no-key names exist in {shown})"),
+                key: keys::policy_key(policy),
+            },
+            _ => ImageError::NotFound(child_shown.clone()),
+        };
         listing
             .entries
             .into_iter()
@@ -455,7 +470,7 @@ impl Image {
                 None => e.disk_name == name,
                 Some(w) => w.matches(&e.disk_name),
             })
-            .ok_or(ImageError::NotFound(child_shown))
+            .ok_or_else(not_found)
     }
 
     /// Resolve an absolute or root-relative `path` (components separated by
