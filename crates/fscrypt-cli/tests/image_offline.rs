@@ -292,6 +292,26 @@ fn enc_inodes(image: &Path, kf: &Path) -> (u32, u32) {
     (enc, f)
 }
 
+fn enc_child_ino(image: &Path, kf: &Path, name: &str) -> u32 {
+    let ls = ok(&[
+        "image",
+        "ls",
+        p(image),
+        "/enc",
+        "--json",
+        "--key-file",
+        p(kf),
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&ls).expect("json");
+    v.as_array()
+        .expect("array")
+        .iter()
+        .find(|e| e["name"] == name)
+        .expect("entry")["ino"]
+        .as_u64()
+        .expect("ino") as u32
+}
+
 fn assert_clean_failure(args: &[&str], want: &str) {
     let o = run(args);
     let e = String::from_utf8_lossy(&o.stderr);
@@ -347,6 +367,33 @@ fn corrupt_cases(image: &Path, tmp: &TempDir, kf: &Path, (enc, file): (u32, u32)
         "bad extent header magic",
     );
     ok(&["image", "cat", p(&c), "/enc/f4096", k[0], k[1]]);
+
+    // An extent index whose child claims depth 0xFFFF (overflowed the
+    // depth check, a panic, before the fix).
+    let c = copy_of(image, tmp, "bad-depth");
+    let disk = Ext4::open(&c).expect("open");
+    let multi_ino = enc_child_ino(&c, kf, "multi");
+    let inode = disk.read_inode(multi_ino).expect("inode");
+    let root_depth = u16::from_le_bytes([inode.block[6], inode.block[7]]);
+    if root_depth >= 1 {
+        let leaf = u64::from(u32::from_le_bytes(
+            inode.block[16..20].try_into().expect("4"),
+        ));
+        let off = leaf * u64::from(disk.superblock().block_size) + 6;
+        drop(disk);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&c)
+            .expect("open");
+        f.write_all_at(&[0xff, 0xff], off).expect("write");
+        drop(f);
+        assert_clean_failure(
+            &["image", "cat", p(&c), "/enc/multi", k[0], k[1]],
+            "extent tree depth mismatch",
+        );
+    } else {
+        eprintln!("note: /enc/multi has an in-inode extent tree; depth case not exercised");
+    }
 
     // A directory record length of 0 (would loop forever unchecked).
     let c = copy_of(image, tmp, "bad-dirent");
