@@ -11,23 +11,35 @@ use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
 use crate::fs::{Caller, EncryptedFs, SetAttr, SetTime};
 use crate::handles::FileHandle;
 use crate::inodes::{InodeNo, Kind};
+use crate::stats::{Op, RequestStats};
 
-/// How long the kernel may cache attributes and names. Every change goes
-/// through this mount, so the kernel's cache stays coherent; a short TTL
-/// bounds staleness if the backing directory is modified behind our back.
+/// How long the kernel may cache attributes, names and absent names
+/// (negative entries). Changes made through this mount never wait for it:
+/// the kernel updates or invalidates what it changes itself (the inode of
+/// both names of a hard link, since they share one node id; the target of
+/// a rename over a name; size and mtime after a write without writeback
+/// cache; a directory's attributes after any change in it; mode after a
+/// killpriv write), and the test `round_trips::cached_attributes_follow_
+/// our_own_changes` checks each of these. The TTL only bounds how long a
+/// change made *behind* the mount (the backing directory is untrusted and
+/// may be a synced folder) stays invisible, so it stays short: 1 s, as
+/// gocryptfs (and libfuse's default) have it. A longer TTL would save the
+/// LOOKUP/GETATTR of a name revisited after more than a second, which
+/// readdirplus already saves for listings.
 const TTL: Duration = Duration::from_secs(1);
 
 thread_local! {
@@ -40,6 +52,8 @@ pub struct FuseAdapter {
     fs: EncryptedFs,
     /// Whether FUSE_HANDLE_KILLPRIV_V2 was negotiated.
     killpriv: bool,
+    /// Requests served, per opcode.
+    stats: Arc<RequestStats>,
 }
 
 impl FuseAdapter {
@@ -48,7 +62,14 @@ impl FuseAdapter {
         FuseAdapter {
             fs,
             killpriv: false,
+            stats: Arc::new(RequestStats::new()),
         }
+    }
+
+    /// The request counters (shared: they stay readable after the
+    /// session took the adapter).
+    pub fn stats(&self) -> Arc<RequestStats> {
+        self.stats.clone()
     }
 }
 
@@ -73,6 +94,28 @@ fn ftype(k: Kind) -> FileType {
         Kind::File => FileType::RegularFile,
         Kind::Symlink => FileType::Symlink,
         Kind::Special => FileType::NamedPipe,
+    }
+}
+
+/// The reply of a lookup that found nothing (node id 0: the kernel reads
+/// nothing else of it).
+fn negative_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
     }
 }
 
@@ -152,6 +195,7 @@ impl FuseAdapter {
 
 impl fuser::Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        self.stats.count(Op::Init);
         // Large writes: the kernel caps this at its max_pages (1 MiB by default).
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
@@ -163,16 +207,65 @@ impl fuser::Filesystem for FuseAdapter {
             .is_ok();
         // Directory operations on different names may run in parallel.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        // No FUSE_WRITEBACK_CACHE. With it, a write() returns once the page
+        // cache holds the data and the daemon gets it at writeback, in any
+        // order: (1) data that write() acknowledged is lost if the daemon
+        // dies before writeback: the dirty pages are the kernel's and have
+        // nowhere to go (today a returned write is in the backing file, so
+        // it survives a kill -9 of the daemon: docs/vault-format.md §11,
+        // "write"); (2) a page at a higher offset written back first makes
+        // the header's size claim the bytes of the lower pages, not yet
+        // written (§4: "a file's size never claims bytes that were not
+        // written"); (3) the kernel owns size and mtime and turns O_WRONLY
+        // opens into O_RDWR for read-modify-write of partial pages, which
+        // the daemon would have to allow. fsync'd data would stay safe,
+        // but (1) and (2) do not hold, so it stays off.
+        //
+        // The one GETXATTR security.capability per new inode (the first
+        // write; the kernel then marks the inode S_NOSEC, set up by
+        // FUSE_HANDLE_KILLPRIV_V2 above) is answered ENODATA with no
+        // backing I/O (fs/xattr.rs); ENOSYS would stop it but also every
+        // user.* xattr.
+        //
+        // readdirplus: a listing answers the lookups of its entries, so that
+        // `ls -l` needs no LOOKUP per entry. AUTO: the kernel asks for the
+        // attributes on the first batch and later only when the directory's
+        // entries are being stat'ed (plain `ls` of a big directory stays
+        // a cheap READDIR).
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+        );
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let r = self.fs.lookup(ino(parent), name);
-        self.entry("lookup", Id::Ino(parent), reply, r);
+        self.stats.count(Op::Lookup);
+        match self.fs.lookup(ino(parent), name) {
+            // Negative entry: node id 0 with a TTL lets the kernel cache the
+            // name's absence as long as it caches names. Correct for the same
+            // reason as the positive TTL: a name made through this mount
+            // (create, mkdir, mknod, symlink, link, rename) replaces the
+            // kernel's negative dentry itself.
+            Err(e) if e.errno() == libc::ENOENT => {
+                // Still a failed lookup: its one debug line.
+                let _ = self.fail("lookup", Id::Ino(parent), &e);
+                reply.entry(&TTL, &negative_attr(), Generation(0))
+            }
+            r => self.entry("lookup", Id::Ino(parent), reply, r),
+        }
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
+        self.stats.count(Op::Forget);
         self.fs.forget(ino(i), nlookup);
+    }
+
+    fn destroy(&mut self) {
+        self.stats.count(Op::Destroy);
+        log::info!(
+            "fscrypt-fuse: FUSE requests served: {}",
+            self.stats.snapshot()
+        );
     }
 
     fn getattr(
@@ -182,6 +275,7 @@ impl fuser::Filesystem for FuseAdapter {
         _fh: Option<fuser::FileHandle>,
         reply: ReplyAttr,
     ) {
+        self.stats.count(Op::Getattr);
         match self.fs.getattr(ino(i)) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(self.fail("getattr", Id::Ino(i), &e)),
@@ -206,6 +300,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.stats.count(Op::Setattr);
         let a = SetAttr {
             mode,
             uid,
@@ -232,6 +327,7 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
+        self.stats.count(Op::Readlink);
         match self.fs.readlink(ino(i)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(self.fail("readlink", Id::Ino(i), &e)),
@@ -248,6 +344,7 @@ impl fuser::Filesystem for FuseAdapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Mknod);
         let r = self.fs.mknod(ino(parent), name, mode, rdev, caller(req));
         self.entry("mknod", Id::Ino(parent), reply, r);
     }
@@ -261,16 +358,19 @@ impl fuser::Filesystem for FuseAdapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Mkdir);
         let r = self.fs.mkdir(ino(parent), name, mode, caller(req));
         self.entry("mkdir", Id::Ino(parent), reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(Op::Unlink);
         let r = self.fs.unlink(ino(parent), name);
         self.empty("unlink", Id::Ino(parent), reply, r);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(Op::Rmdir);
         let r = self.fs.rmdir(ino(parent), name);
         self.empty("rmdir", Id::Ino(parent), reply, r);
     }
@@ -283,6 +383,7 @@ impl fuser::Filesystem for FuseAdapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Symlink);
         let r = self.fs.symlink(
             ino(parent),
             link_name,
@@ -302,6 +403,7 @@ impl fuser::Filesystem for FuseAdapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Rename);
         let r = self
             .fs
             .rename(ino(parent), name, ino(newparent), newname, flags.bits());
@@ -316,11 +418,13 @@ impl fuser::Filesystem for FuseAdapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.stats.count(Op::Link);
         let r = self.fs.link(ino(i), ino(newparent), newname);
         self.entry("link", Id::Two(i, newparent), reply, r);
     }
 
     fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(Op::Open);
         match self.fs.open(ino(i), flags.0) {
             Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
             Err(e) => reply.error(self.fail("open", Id::Ino(i), &e)),
@@ -338,6 +442,7 @@ impl fuser::Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.stats.count(Op::Read);
         READ_BUF.with(|cell| {
             let mut buf = cell.borrow_mut();
             match self.fs.read(fh(h), offset, size, &mut buf) {
@@ -359,6 +464,7 @@ impl fuser::Filesystem for FuseAdapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.stats.count(Op::Write);
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
             && let Err(e) = self.fs.kill_suid(ino(i))
         {
@@ -371,8 +477,19 @@ impl fuser::Filesystem for FuseAdapter {
         }
     }
 
-    // No `flush`: we buffer nothing, and the default reply (ENOSYS) makes the
-    // kernel stop sending FLUSH on every close.
+    /// We buffer nothing: ENOSYS makes the kernel stop sending FLUSH on
+    /// every close (counted, so that a test sees it is sent once).
+    fn flush(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _h: fuser::FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.stats.count(Op::Flush);
+        reply.error(Errno::ENOSYS);
+    }
 
     fn release(
         &self,
@@ -384,6 +501,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Release);
         let r = self.fs.release(fh(h));
         self.empty("release", Id::Fh(h), reply, r);
     }
@@ -396,11 +514,13 @@ impl fuser::Filesystem for FuseAdapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Fsync);
         let r = self.fs.fsync(fh(h), datasync);
         self.empty("fsync", Id::Fh(h), reply, r);
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(Op::Opendir);
         match self.fs.opendir(ino(i)) {
             Ok(h) => reply.opened(fuser::FileHandle(h.0), FopenFlags::empty()),
             Err(e) => reply.error(self.fail("opendir", Id::Ino(i), &e)),
@@ -415,12 +535,34 @@ impl fuser::Filesystem for FuseAdapter {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.stats.count(Op::Readdir);
         let r = self.fs.readdir(fh(h), offset, |ino, off, kind, name| {
             reply.add(INodeNo(ino), off, ftype(kind), name)
         });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(self.fail("readdir", Id::Fh(h), &e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        h: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.stats.count(Op::Readdirplus);
+        // fuser writes `attr.ino` as both the entry's node id and its d_ino;
+        // the kernel links no inode to "." and ".." nor to node id 1 (see
+        // `EncryptedFs::readdirplus`).
+        let r = self.fs.readdirplus(fh(h), offset, |off, name, attr, _| {
+            reply.add(attr.ino, off, name, &TTL, attr, Generation(0))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.fail("readdirplus", Id::Fh(h), &e)),
         }
     }
 
@@ -432,6 +574,7 @@ impl fuser::Filesystem for FuseAdapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Releasedir);
         let r = self.fs.releasedir(fh(h));
         self.empty("releasedir", Id::Fh(h), reply, r);
     }
@@ -444,11 +587,13 @@ impl fuser::Filesystem for FuseAdapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Fsyncdir);
         let r = self.fs.fsyncdir(ino(i));
         self.empty("fsyncdir", Id::Ino(i), reply, r);
     }
 
     fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+        self.stats.count(Op::Statfs);
         match self.fs.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -467,26 +612,31 @@ impl fuser::Filesystem for FuseAdapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Setxattr);
         let r = self.fs.setxattr(ino(i), name, value, flags);
         self.empty("setxattr", Id::Ino(i), reply, r);
     }
 
     fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.stats.count(Op::Getxattr);
         let r = self.fs.getxattr(ino(i), name, size);
         self.xattr_reply("getxattr", Id::Ino(i), reply, size, r);
     }
 
     fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        self.stats.count(Op::Listxattr);
         let r = self.fs.listxattr(ino(i));
         self.xattr_reply("listxattr", Id::Ino(i), reply, size, r);
     }
 
     fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(Op::Removexattr);
         let r = self.fs.removexattr(ino(i), name);
         self.empty("removexattr", Id::Ino(i), reply, r);
     }
 
     fn access(&self, _req: &Request, _i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        self.stats.count(Op::Access);
         // Permission checks are the kernel's (default_permissions).
         reply.ok();
     }
@@ -501,6 +651,7 @@ impl fuser::Filesystem for FuseAdapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.stats.count(Op::Create);
         match self.fs.create(ino(parent), name, mode, flags, caller(req)) {
             Ok((a, h)) => reply.created(
                 &TTL,
@@ -523,6 +674,7 @@ impl fuser::Filesystem for FuseAdapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(Op::Fallocate);
         let r = self.fs.fallocate(fh(h), offset, length, mode);
         self.empty("fallocate", Id::Fh(h), reply, r);
     }

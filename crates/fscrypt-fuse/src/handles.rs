@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::inodes::{Inode, Kind};
+use crate::layout::BackingName;
 
 /// A FUSE file handle number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,6 +31,8 @@ pub struct DirEntry {
     pub kind: Kind,
     /// Plaintext name (or no-key name on a locked mount).
     pub name: OsString,
+    /// The backing entry, for readdirplus's lookup (`None`: "." and "..").
+    pub backing: Option<BackingName>,
 }
 
 /// What a handle refers to.

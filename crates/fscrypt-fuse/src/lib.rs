@@ -25,6 +25,7 @@ mod fusermount;
 mod handles;
 mod inodes;
 mod lock;
+pub mod stats;
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +36,7 @@ pub use crate::inodes::{
     INODE_STATE_BYTES, InodeNo, Kind, ROOT, inode_table_slots, live_inodes, set_heap_trimmer,
 };
 pub use crate::lock::VaultLock;
+pub use crate::stats::{Op, RequestStats, StatsSnapshot};
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
 pub use fscrypt_vault as vault;
 /// The backing layout: headers, names, symlinks (`fscrypt_vault::layout`).
@@ -358,6 +360,7 @@ pub struct BackgroundMount {
     session: Option<fuser::BackgroundSession>,
     mountpoint: PathBuf,
     own_mount: bool,
+    stats: std::sync::Arc<RequestStats>,
     /// Released after the session ends (field order: dropped last).
     _lock: VaultLock,
 }
@@ -388,6 +391,11 @@ impl BackgroundMount {
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
+
+    /// The FUSE requests this mount has served so far, per opcode.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
 }
 
 impl Drop for BackgroundMount {
@@ -411,12 +419,14 @@ impl Drop for BackgroundMount {
 /// As [`mount`].
 pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
     let Prepared { adapter, fc, lock } = prepare(config, mountpoint)?;
+    let stats = adapter.stats();
     let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc)?;
     let session = session.spawn().map_err(Error::Io)?;
     Ok(BackgroundMount {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
         own_mount,
+        stats,
         _lock: lock,
     })
 }

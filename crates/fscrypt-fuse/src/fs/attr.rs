@@ -1,13 +1,15 @@
 //! Lookups and attributes: lookup, forget, getattr, setattr, readlink.
 
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use fuser::FileAttr;
 use rustix::fs::{Timespec, Timestamps};
 
 use crate::error::{Error, Result, WrongType};
-use crate::inodes::{InodeNo, Kind};
+use crate::inodes::{Inode, InodeNo, Kind};
+use crate::layout::BackingName;
 
 use super::{EncryptedFs, SetAttr, SetTime};
 
@@ -25,7 +27,17 @@ impl EncryptedFs {
             Err(e) if e.is_invalid_name() => return Err(Error::NotFound),
             r => r?,
         };
-        let (inode, st) = self.lookup_backing(&p, &bname)?;
+        self.lookup_entry(&p, &bname)
+    }
+
+    /// Looks up backing entry `bname` of `parent`: on success one kernel
+    /// lookup is recorded, on failure none.
+    pub(super) fn lookup_entry(
+        &self,
+        parent: &Arc<Inode>,
+        bname: &BackingName,
+    ) -> Result<FileAttr> {
+        let (inode, st) = self.lookup_backing(parent, bname)?;
         match self.attr_from(&inode, &st) {
             Ok(a) => Ok(a),
             Err(e) => {

@@ -1,18 +1,49 @@
-//! Directories: opendir, readdir, releasedir, fsyncdir, statfs.
+//! Directories: opendir, readdir, readdirplus, releasedir, fsyncdir, statfs.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
 
+use std::time::UNIX_EPOCH;
+
 use fscrypt::NAME_MAX;
 use fscrypt::fname::is_dot_or_dotdot;
 use fscrypt::hooks::{PresentedName, present_entry};
+use fuser::{FileAttr, FileType};
 
 use crate::error::{Corruption, Error, Result, WrongType};
 use crate::handles::{DirEntry, FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind, ROOT};
+use crate::layout::BackingName;
 
 use super::{EncryptedFs, FsStats, sys};
+
+/// The attributes of an entry that is listed but not looked up: node id
+/// and type only (the kernel ignores the rest: it links no inode to it).
+fn bare_attr(ino: u64, kind: Kind) -> FileAttr {
+    FileAttr {
+        ino: fuser::INodeNo(ino),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: match kind {
+            Kind::Dir => FileType::Directory,
+            Kind::File => FileType::RegularFile,
+            Kind::Symlink => FileType::Symlink,
+            Kind::Special => FileType::NamedPipe,
+        },
+        perm: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
 
 impl EncryptedFs {
     /// Opens a directory for listing.
@@ -42,11 +73,13 @@ impl EncryptedFs {
                 ino: dir.ino.0,
                 kind: Kind::Dir,
                 name: OsString::from("."),
+                backing: None,
             },
             DirEntry {
                 ino: parent_ino,
                 kind: Kind::Dir,
                 name: OsString::from(".."),
+                backing: None,
             },
         ];
         let mut d = rustix::fs::Dir::read_from(fd).map_err(sys)?;
@@ -87,6 +120,7 @@ impl EncryptedFs {
                 ino: self.inodes.fuse_ino(ent.ino()).0,
                 kind,
                 name,
+                backing: Some(BackingName::from_ciphertext(&ct)),
             });
         }
         Ok(out)
@@ -116,6 +150,63 @@ impl EncryptedFs {
         };
         for (i, ent) in list.iter().enumerate().skip(offset as usize) {
             if add(ent.ino, i as u64 + 1, ent.kind, &ent.name) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries of an open directory from `offset` with their attributes
+    /// (readdirplus): each entry but "." and ".." is looked up as
+    /// [`EncryptedFs::lookup`] does, and `add` gets its attributes with
+    /// `looked_up` true: one kernel lookup recorded, which the kernel
+    /// FORGETs. "." and ".." are no lookups for the kernel (`looked_up`
+    /// false). An entry gone since the listing is left out; one that cannot
+    /// be looked up otherwise (a mount point, an I/O error) comes with node
+    /// id 1 and `looked_up` false: the kernel lists the name without
+    /// caching it, and a later LOOKUP reports the error. `add` returns true
+    /// when the reply is full and the entry was not taken: its lookup is
+    /// undone.
+    ///
+    /// # Errors
+    /// `EBADF`, backing errors of the listing.
+    pub fn readdirplus(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        mut add: impl FnMut(u64, &OsStr, &FileAttr, bool) -> bool,
+    ) -> Result<()> {
+        let h = self.handles.get(fh).ok_or(Error::BadHandle)?;
+        let Handle::Dir { inode, entries } = &*h else {
+            return Err(Error::WrongType(WrongType::NotDir));
+        };
+        let list = {
+            let mut e = entries.lock()?;
+            if offset == 0 || e.is_none() {
+                *e = Some(Arc::new(self.list(inode)?));
+            }
+            e.clone().unwrap_or_default()
+        };
+        for (i, ent) in list.iter().enumerate().skip(offset as usize) {
+            let (attr, counted) = match &ent.backing {
+                None => (bare_attr(ent.ino, ent.kind), false),
+                Some(b) => match self.lookup_entry(inode, b) {
+                    Ok(a) => (a, true),
+                    // Gone since the listing: as if listed a moment later.
+                    Err(e) if e.errno() == libc::ENOENT => continue,
+                    // fuser sends one number as node id and d_ino; 0 would
+                    // hide the name (glibc's readdir skips d_ino 0), so it
+                    // goes with node id 1, which the kernel refuses to link
+                    // (FUSE_ROOT_ID is never an entry: it answers with a
+                    // FORGET of the root, which counts nothing). The name is
+                    // listed; its LOOKUP reports the error.
+                    Err(_) => (bare_attr(ROOT.0, ent.kind), false),
+                },
+            };
+            if add(i as u64 + 1, &ent.name, &attr, counted) {
+                if counted {
+                    self.inodes.forget(InodeNo(attr.ino.0), 1);
+                }
                 break;
             }
         }
