@@ -9,6 +9,7 @@ pub mod encrypt;
 pub mod fsck;
 pub mod generate_key;
 pub mod get_policy;
+pub mod image;
 pub mod import_key;
 pub mod info;
 pub mod init;

@@ -106,6 +106,9 @@ enum Command {
     Metadata(commands::metadata::Args),
     /// Verify the kernel's on-disk ciphertext under a directory (ext4).
     Verify(commands::verify::Args),
+    /// Read a kernel-encrypted ext4 image or block device offline
+    /// (read-only): info, ls, cat, extract.
+    Image(commands::image::Args),
     /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
     /// (drop-in: same options, output and exit status).
     Crypt(commands::crypt::Args),
@@ -222,6 +225,7 @@ fn main() -> ExitCode {
             | Command::Crypt(_)
             | Command::Encrypt(_)
             | Command::Unlock(_)
+            | Command::Image(_)
     ) {
         // These read a passphrase, key file or raw key: no core dumps.
         support::secret::protect_process();
@@ -252,6 +256,7 @@ fn main() -> ExitCode {
         Command::Lock(args) => commands::lock::exec(args),
         Command::Metadata(args) => commands::metadata::exec(args),
         Command::Verify(args) => commands::verify::exec(args),
+        Command::Image(args) => commands::image::exec(args),
         Command::Crypt(args) => commands::crypt::exec(args),
         Command::KernelCrypto(args) => commands::kernel_crypto::exec(args),
         Command::Bench(args) => commands::bench::exec(args),

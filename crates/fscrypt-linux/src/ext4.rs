@@ -52,6 +52,15 @@ pub const EXT4_N_BLOCKS_BYTES: usize = 60;
 const XATTR_MAGIC: u32 = 0xEA02_0000;
 const EXTENT_MAGIC: u16 = 0xF30A;
 const GOOD_OLD_INODE_SIZE: usize = 128;
+/// Most extent tree nodes read for one inode (≈ 1 GiB of 4 KiB index blocks
+/// would be far more than any real file needs: 2^16 leaves map ≥ 2^24 extents).
+const MAX_EXTENT_NODES: u32 = 1 << 16;
+/// `INCOMPAT_RECOVER`: the journal needs recovery.
+pub const INCOMPAT_RECOVER: u32 = 0x0004;
+/// `INCOMPAT_INLINE_DATA`.
+pub const INCOMPAT_INLINE_DATA: u32 = 0x8000;
+/// `COMPAT_DIR_INDEX`: htree directories.
+pub const COMPAT_DIR_INDEX: u32 = 0x0020;
 
 /// Errors of the ext4 reader.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +126,14 @@ pub struct Superblock {
     pub uuid: [u8; 16],
     /// Group descriptor size, bytes (32, or `s_desc_size` with 64BIT).
     pub desc_size: u16,
+    /// `s_hash_seed`: the seed of the htree directory hash.
+    pub hash_seed: [u32; 4],
+    /// `s_def_hash_version`: the default htree hash (0 legacy, 1 half-MD4, 2 TEA).
+    pub def_hash_version: u8,
+    /// `s_flags` (`EXT2_FLAGS_SIGNED_HASH` 1, `EXT2_FLAGS_UNSIGNED_HASH` 2).
+    pub flags: u32,
+    /// `s_volume_name`, up to its first NUL.
+    pub volume_name: Vec<u8>,
 }
 
 /// File type from `i_mode`.
@@ -167,6 +184,74 @@ impl Inode {
     /// `EXT4_ENCRYPT_FL` set.
     pub fn is_encrypted(&self) -> bool {
         self.flags & EXT4_ENCRYPT_FL != 0
+    }
+
+    /// Owner: `i_uid` | `l_i_uid_high` << 16.
+    pub fn uid(&self) -> u32 {
+        u32::from(le16(&self.raw, 0x2)) | (u32::from(le16(&self.raw, 0x78)) << 16)
+    }
+
+    /// Group: `i_gid` | `l_i_gid_high` << 16.
+    pub fn gid(&self) -> u32 {
+        u32::from(le16(&self.raw, 0x18)) | (u32::from(le16(&self.raw, 0x7A)) << 16)
+    }
+
+    /// `i_links_count`.
+    pub fn links_count(&self) -> u16 {
+        le16(&self.raw, 0x1A)
+    }
+
+    /// `i_extra_isize` (0 for 128-byte inodes).
+    fn extra_isize(&self) -> usize {
+        if self.raw.len() > GOOD_OLD_INODE_SIZE + 2 {
+            le16(&self.raw, 0x80) as usize
+        } else {
+            0
+        }
+    }
+
+    /// A timestamp `(seconds, nanoseconds)` from its 32-bit field at `off`
+    /// and, when the inode's extra area holds it, its `_extra` word at
+    /// `extra_off` (2 epoch bits, 30 nanosecond bits).
+    fn time(&self, off: usize, extra_off: usize) -> (i64, u32) {
+        let lo = i64::from(le32(&self.raw, off) as i32);
+        if extra_off + 4 <= GOOD_OLD_INODE_SIZE + self.extra_isize()
+            && extra_off + 4 <= self.raw.len()
+        {
+            let extra = le32(&self.raw, extra_off);
+            let epoch = i64::from(extra & 3);
+            let nsec = (extra >> 2).min(999_999_999);
+            (lo + (epoch << 32), nsec)
+        } else {
+            (lo, 0)
+        }
+    }
+
+    /// Last modification time (`i_mtime`, `i_mtime_extra`).
+    pub fn mtime(&self) -> (i64, u32) {
+        self.time(0x10, 0x88)
+    }
+
+    /// Last access time (`i_atime`, `i_atime_extra`).
+    pub fn atime(&self) -> (i64, u32) {
+        self.time(0x08, 0x8C)
+    }
+
+    /// Last inode change time (`i_ctime`, `i_ctime_extra`).
+    pub fn ctime(&self) -> (i64, u32) {
+        self.time(0x0C, 0x84)
+    }
+
+    /// The device number of a character or block special file, as stored in
+    /// `i_block` (old 16-bit or new 32-bit encoding): `(major, minor)`.
+    pub fn device_number(&self) -> (u32, u32) {
+        let old = le32(&self.block, 0);
+        if old != 0 {
+            ((old >> 8) & 0xFF, old & 0xFF)
+        } else {
+            let new = le32(&self.block, 4);
+            ((new & 0xFFF00) >> 8, (new & 0xFF) | ((new >> 12) & 0xFFF00))
+        }
     }
 }
 
@@ -302,7 +387,14 @@ impl Ext4 {
         }
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&b[0x68..0x78]);
+        let hash_seed = [le32(b, 0xEC), le32(b, 0xF0), le32(b, 0xF4), le32(b, 0xF8)];
+        let name = &b[0x78..0x88];
+        let volume_name = name[..name.iter().position(|&c| c == 0).unwrap_or(16)].to_vec();
         Ok(Superblock {
+            hash_seed,
+            def_hash_version: b[0xFC],
+            flags: le32(b, 0x160),
+            volume_name,
             inodes_count: le32(b, 0x0),
             blocks_count: u64::from(le32(b, 0x4)) | (u64::from(blocks_hi) << 32),
             first_data_block: le32(b, 0x14),
@@ -392,6 +484,23 @@ impl Ext4 {
         Ok(lo | (hi << 32))
     }
 
+    /// Byte offset of inode `ino`'s on-disk record in the device.
+    ///
+    /// # Errors
+    /// [`Ext4Error::Corrupt`] for an out-of-range number, [`Ext4Error::Io`].
+    pub fn inode_offset(&self, ino: u32) -> Result<u64, Ext4Error> {
+        if ino == 0 || ino > self.sb.inodes_count {
+            return Err(self.corrupt(Some(ino), "inode number out of range"));
+        }
+        let idx = ino - 1;
+        let table = self.inode_table_block(idx / self.sb.inodes_per_group)?;
+        let isz = u64::from(self.sb.inode_size);
+        table
+            .checked_mul(u64::from(self.sb.block_size))
+            .and_then(|t| t.checked_add(u64::from(idx % self.sb.inodes_per_group) * isz))
+            .ok_or_else(|| self.corrupt(Some(ino), "inode table offset overflows"))
+    }
+
     /// Read inode `ino` (1-based).
     ///
     /// # Errors
@@ -440,11 +549,22 @@ impl Ext4 {
         }
         let mut out = Vec::new();
         if inode.flags & EXT4_EXTENTS_FL != 0 {
-            self.walk_extent_node(inode.ino, &inode.block, 0, &mut out)?;
+            let mut budget = MAX_EXTENT_NODES;
+            self.walk_extent_node(inode.ino, &inode.block, 0, &mut out, &mut budget)?;
         } else {
             self.walk_block_map(inode, &mut out)?;
         }
         out.sort_by_key(|e| e.logical);
+        // Overlapping extents would map one file block twice (possibly to
+        // blocks of another file): refuse the whole mapping.
+        for w in out.windows(2) {
+            if w[0].logical + u64::from(w[0].len) > w[1].logical {
+                return Err(self.corrupt(
+                    Some(inode.ino),
+                    format!("overlapping extents at logical block {}", w[1].logical),
+                ));
+            }
+        }
         Ok(out)
     }
 
@@ -454,6 +574,7 @@ impl Ext4 {
         node: &[u8],
         level: u32,
         out: &mut Vec<Extent>,
+        budget: &mut u32,
     ) -> Result<(), Ext4Error> {
         if level > 5 || node.len() < 12 {
             return Err(self.corrupt(Some(ino), "extent tree too deep"));
@@ -462,10 +583,19 @@ impl Ext4 {
             return Err(self.corrupt(Some(ino), "bad extent header magic"));
         }
         let entries = le16(node, 2) as usize;
+        let max = le16(node, 4) as usize;
         let depth = le16(node, 6);
-        if 12 + entries * 12 > node.len() {
+        if entries > max || 12 + entries * 12 > node.len() {
             return Err(self.corrupt(Some(ino), "extent entries overflow the node"));
         }
+        if depth > 5 {
+            return Err(self.corrupt(Some(ino), format!("extent tree depth {depth} above 5")));
+        }
+        // Bound the reads a corrupt tree can cause (index entries that all
+        // point at the same child, repeated at every level).
+        *budget = budget
+            .checked_sub(1)
+            .ok_or_else(|| self.corrupt(Some(ino), "extent tree has too many nodes"))?;
         for i in 0..entries {
             let e = &node[12 + i * 12..24 + i * 12];
             if depth == 0 {
@@ -494,10 +624,10 @@ impl Ext4 {
             } else {
                 let leaf = u64::from(le32(e, 4)) | (u64::from(le16(e, 8)) << 32);
                 let child = self.read_block_vec(leaf)?;
-                if le16(&child, 6) + 1 != depth {
+                if u32::from(le16(&child, 6)) + 1 != u32::from(depth) {
                     return Err(self.corrupt(Some(ino), "extent tree depth mismatch"));
                 }
-                self.walk_extent_node(ino, &child, level + 1, out)?;
+                self.walk_extent_node(ino, &child, level + 1, out, budget)?;
             }
         }
         Ok(())

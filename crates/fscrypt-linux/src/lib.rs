@@ -11,6 +11,8 @@
 //! * [`mountinfo`] — which block device and filesystem hold a path.
 //! * [`ext4`] — a read-only ext4 reader (superblock, inodes, extents,
 //!   directories, xattrs) used to see what the kernel stored on disk.
+//! * [`image`] — offline access to kernel-encrypted ext4 images: list,
+//!   read and extract with the keys given, no kernel involved.
 //! * [`verify`] — recompute every encrypted object with `fscrypt` and compare
 //!   with the kernel's on-disk bytes (spec §11.2).
 //!
@@ -19,6 +21,7 @@
 pub mod blkcrypto;
 pub mod error;
 pub mod ext4;
+pub mod image;
 pub mod ioctl;
 pub mod keyring;
 pub mod loopfs;

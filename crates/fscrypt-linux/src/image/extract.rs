@@ -1,0 +1,359 @@
+//! Extract a tree from an image: regular files (sparse holes kept sparse),
+//! directories, symlinks, hard links as links, special files, with modes,
+//! owners and timestamps. Each file is written under a temporary name and
+//! renamed into place. Objects without their key are reported and skipped:
+//! nothing is ever written as ciphertext under a plaintext name.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, CWD, Mode, Timespec, Timestamps};
+
+use super::read::{Contents, Piece};
+use super::{Crypt, Image, ImageError, Node, join};
+use crate::ext4::InodeKind;
+
+/// What to restore besides contents.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Restore owners (needs root).
+    pub owners: bool,
+}
+
+/// Progress so far, for a progress display.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// Objects written.
+    pub objects: u64,
+    /// File bytes written (holes included).
+    pub bytes: u64,
+}
+
+/// The outcome of an extraction.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Regular files written (first links).
+    pub files: u64,
+    /// Directories created.
+    pub dirs: u64,
+    /// Symlinks created.
+    pub symlinks: u64,
+    /// Extra hard links created.
+    pub hard_links: u64,
+    /// Special files created.
+    pub special: u64,
+    /// File bytes (holes included).
+    pub bytes: u64,
+    /// Objects skipped because their key was not given: (shown path, reason).
+    pub skipped: Vec<(String, String)>,
+    /// Objects that could not be extracted: (shown path, error).
+    pub errors: Vec<(String, String)>,
+}
+
+struct Walk<'a> {
+    img: &'a Image,
+    opts: Options,
+    report: Report,
+    links: HashMap<u32, PathBuf>,
+    ancestors: HashSet<u32>,
+    progress: &'a mut dyn FnMut(Progress),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
+    move |source| ImageError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn temp_name(dest: &Path) -> PathBuf {
+    let mut name = b".".to_vec();
+    name.extend_from_slice(dest.file_name().map(OsStr::as_bytes).unwrap_or(b"x"));
+    name.extend_from_slice(format!(".fscrypt-rs-tmp.{}", std::process::id()).as_bytes());
+    // A name of at most 255 bytes: shorten long names (uniqueness comes
+    // from the directory being ours and the process id).
+    if name.len() > 255 {
+        name.drain(1..name.len() - 255 + 1);
+    }
+    dest.with_file_name(OsStr::from_bytes(&name))
+}
+
+/// A name from the image that is safe as one path component here.
+fn safe_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != b"."
+        && name != b".."
+        && !name.iter().any(|&c| c == b'/' || c == 0)
+}
+
+fn ts((sec, nsec): (i64, u32)) -> Timespec {
+    Timespec {
+        tv_sec: sec,
+        tv_nsec: nsec.into(),
+    }
+}
+
+impl Walk<'_> {
+    fn tick(&mut self) {
+        (self.progress)(Progress {
+            objects: self.report.files
+                + self.report.dirs
+                + self.report.symlinks
+                + self.report.hard_links
+                + self.report.special,
+            bytes: self.report.bytes,
+        });
+    }
+
+    fn set_meta(&self, node: &Node, path: &Path) -> Result<(), ImageError> {
+        let i = &node.inode;
+        let nofollow = AtFlags::SYMLINK_NOFOLLOW;
+        if self.opts.owners {
+            rustix::fs::chownat(
+                CWD,
+                path,
+                Some(rustix::fs::Uid::from_raw(i.uid())),
+                Some(rustix::fs::Gid::from_raw(i.gid())),
+                nofollow,
+            )
+            .map_err(|e| io(path)(e.into()))?;
+        }
+        if node.kind() != InodeKind::Symlink {
+            rustix::fs::chmodat(
+                CWD,
+                path,
+                Mode::from_raw_mode(u32::from(i.mode) & 0o7777),
+                AtFlags::empty(),
+            )
+            .map_err(|e| io(path)(e.into()))?;
+        }
+        let times = Timestamps {
+            last_access: ts(i.atime()),
+            last_modification: ts(i.mtime()),
+        };
+        rustix::fs::utimensat(CWD, path, &times, nofollow).map_err(|e| io(path)(e.into()))?;
+        Ok(())
+    }
+
+    /// Extract `node` (shown as `shown`) to `dest`.
+    fn object(&mut self, node: &Node, shown: &str, dest: &Path) -> Result<(), ImageError> {
+        if let Crypt::Locked { policy } = &node.crypt
+            && node.kind() != InodeKind::Directory
+        {
+            self.report.skipped.push((
+                shown.to_string(),
+                format!(
+                    "encrypted with key {}, not given",
+                    super::keys::policy_key(policy)
+                ),
+            ));
+            return Ok(());
+        }
+        match node.kind() {
+            InodeKind::Directory => self.dir(node, shown, dest),
+            InodeKind::Regular => self.file(node, shown, dest),
+            InodeKind::Symlink => {
+                let target = self.img.read_link(node, shown)?;
+                let tmp = temp_name(dest);
+                std::os::unix::fs::symlink(OsStr::from_bytes(&target), &tmp).map_err(io(&tmp))?;
+                let r = self
+                    .set_meta(node, &tmp)
+                    .and_then(|()| std::fs::rename(&tmp, dest).map_err(io(dest)));
+                if r.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                r?;
+                self.report.symlinks += 1;
+                Ok(())
+            }
+            InodeKind::Other => self.special(node, dest),
+        }
+    }
+
+    fn special(&mut self, node: &Node, dest: &Path) -> Result<(), ImageError> {
+        let mode = u32::from(node.inode.mode);
+        let ft = rustix::fs::FileType::from_raw_mode(mode);
+        let (major, minor) = node.inode.device_number();
+        let tmp = temp_name(dest);
+        rustix::fs::mknodat(
+            CWD,
+            &tmp,
+            ft,
+            Mode::from_raw_mode(mode & 0o7777),
+            rustix::fs::makedev(major, minor),
+        )
+        .map_err(|e| io(&tmp)(e.into()))?;
+        let r = self
+            .set_meta(node, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, dest).map_err(io(dest)));
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r?;
+        self.report.special += 1;
+        Ok(())
+    }
+
+    fn file(&mut self, node: &Node, shown: &str, dest: &Path) -> Result<(), ImageError> {
+        let tmp = temp_name(dest);
+        if node.inode.links_count() > 1
+            && let Some(first) = self.links.get(&node.ino())
+        {
+            std::fs::hard_link(first, &tmp).map_err(io(&tmp))?;
+            if let Err(e) = std::fs::rename(&tmp, dest) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io(dest)(e));
+            }
+            self.report.hard_links += 1;
+            return Ok(());
+        }
+        let mut contents = Contents::new(self.img, node, shown)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(io(&tmp))?;
+        let r = self.write_contents(&mut contents, &f, &tmp);
+        let r = r
+            .and_then(|()| f.sync_data().map_err(io(&tmp)))
+            .and_then(|()| self.set_meta(node, &tmp))
+            .and_then(|()| std::fs::rename(&tmp, dest).map_err(io(dest)));
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r?;
+        self.report.files += 1;
+        if node.inode.links_count() > 1 {
+            self.links.insert(node.ino(), dest.to_path_buf());
+        }
+        self.tick();
+        Ok(())
+    }
+
+    fn write_contents(
+        &mut self,
+        contents: &mut Contents<'_>,
+        f: &File,
+        tmp: &Path,
+    ) -> Result<(), ImageError> {
+        let mut off = 0u64;
+        while let Some(p) = contents.next_piece()? {
+            match p {
+                Piece::Data(d) => {
+                    f.write_all_at(d, off).map_err(io(tmp))?;
+                    off += d.len() as u64;
+                    self.report.bytes += d.len() as u64;
+                }
+                Piece::Hole(n) => {
+                    off += n;
+                    self.report.bytes += n;
+                }
+            }
+            self.tick();
+        }
+        // Trailing holes: extend without writing (stays sparse).
+        f.set_len(contents.size()).map_err(io(tmp))?;
+        Ok(())
+    }
+
+    fn dir(&mut self, node: &Node, shown: &str, dest: &Path) -> Result<(), ImageError> {
+        if let Crypt::Locked { policy } = &node.crypt {
+            self.report.skipped.push((
+                shown.to_string(),
+                format!(
+                    "directory encrypted with key {}, not given (its names are not known)",
+                    super::keys::policy_key(policy)
+                ),
+            ));
+            return Ok(());
+        }
+        if !self.ancestors.insert(node.ino()) {
+            return Err(ImageError::Corrupt {
+                path: shown.to_string(),
+                what: "directory loop (an entry leads back to one of its ancestors)".into(),
+            });
+        }
+        let r = self.dir_inner(node, shown, dest);
+        self.ancestors.remove(&node.ino());
+        r
+    }
+
+    fn dir_inner(&mut self, node: &Node, shown: &str, dest: &Path) -> Result<(), ImageError> {
+        match std::fs::create_dir(dest) {
+            Ok(()) => {}
+            // Only the top-level destination may exist already, and it must
+            // be a real directory (not a symlink to elsewhere).
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && shown_is_top(self) => {
+                let m = std::fs::symlink_metadata(dest).map_err(io(dest))?;
+                if !m.is_dir() {
+                    return Err(io(dest)(e));
+                }
+            }
+            Err(e) => return Err(io(dest)(e)),
+        }
+        self.report.dirs += 1;
+        self.tick();
+        let listing = self.img.list(node, shown)?;
+        for e in listing.errors {
+            self.report.errors.push((shown.to_string(), e));
+        }
+        let mut seen = HashSet::new();
+        for entry in listing.entries {
+            let child_shown = join(shown, &entry.name);
+            if !safe_name(&entry.name) || !seen.insert(entry.name.clone()) {
+                self.report.errors.push((
+                    child_shown,
+                    "unsafe or duplicate name in the directory; skipped".into(),
+                ));
+                continue;
+            }
+            let child_dest = dest.join(OsStr::from_bytes(&entry.name));
+            let r = self
+                .img
+                .child(node, &entry, &child_shown)
+                .and_then(|child| self.object(&child, &child_shown, &child_dest));
+            if let Err(e) = r {
+                self.report.errors.push((child_shown, e.to_string()));
+            }
+        }
+        self.set_meta(node, dest)
+    }
+}
+
+fn shown_is_top(w: &Walk<'_>) -> bool {
+    w.ancestors.len() == 1
+}
+
+/// Extract `node` (shown as `shown`) to `dest`. A directory becomes `dest`
+/// (created, or an existing directory); anything else is written at `dest`.
+/// `progress` is called as objects and bytes are written.
+///
+/// # Errors
+/// An error for the top object itself; errors below it are collected in
+/// [`Report::errors`] and the walk goes on.
+pub fn extract(
+    img: &Image,
+    node: &Node,
+    shown: &str,
+    dest: &Path,
+    opts: Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Report, ImageError> {
+    let mut w = Walk {
+        img,
+        opts,
+        report: Report::default(),
+        links: HashMap::new(),
+        ancestors: HashSet::new(),
+        progress,
+    };
+    w.object(node, shown, dest)?;
+    Ok(w.report)
+}
