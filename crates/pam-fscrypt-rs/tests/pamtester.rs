@@ -14,13 +14,17 @@ use test_support::tempdir::TempDir;
 use test_support::users::TestUser;
 
 /// The module next to the test binary's target directory.
+/// The module as `cargo test` builds it (beside this test binary in
+/// `target/*/deps`; the lib is also an rlib only so that cargo builds it
+/// for the tests), or as `cargo build` leaves it (in `target/*`).
 fn module() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("libpam_fscrypt_rs.so")
+    let deps = exe.parent().unwrap();
+    let so = deps.join("libpam_fscrypt_rs.so");
+    if so.is_file() {
+        return so;
+    }
+    deps.parent().unwrap().join("libpam_fscrypt_rs.so")
 }
 
 /// A PAM service file, removed on drop.
