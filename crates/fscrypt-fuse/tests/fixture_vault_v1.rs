@@ -3,62 +3,15 @@
 //! version. This reads it without FUSE: the vault config through
 //! `fscrypt_fuse::vault`, the tree through `EncryptedFs`, and compares it
 //! with `tests/fixtures/vault-v1.manifest.json`. The mounted check is in
-//! `crates/fscrypt-cli/tests/fixture_vault_v1.rs`.
-
-use std::ffi::OsString;
+//! `crates/fscrypt-cli/tests/fixture_vaults.rs`.
 
 use fscrypt_fuse::vault::Vault;
-use fscrypt_fuse::{EncryptedFs, FsOptions, InodeNo, ROOT};
+use fscrypt_fuse::{EncryptedFs, FsOptions};
 use test_support::TempDir;
-use test_support::fixture::{
-    Tree, copy_vault_v1, dir_entry, file_entry, symlink_entry, vault_v1_manifest,
-};
+use test_support::fixture::{copy_vault_v1, vault_v1_manifest};
+use test_support::fuse::read_tree;
 
 const PASSPHRASE: &[u8] = b"fscrypt-rs vault-v1 fixture";
-
-fn walk(fs: &EncryptedFs, dir: InodeNo, prefix: &str, out: &mut Tree) {
-    let fh = fs.opendir(dir).unwrap();
-    let mut names: Vec<OsString> = Vec::new();
-    fs.readdir(fh, 0, |_, _, _, name| {
-        if name != "." && name != ".." {
-            names.push(name.to_owned());
-        }
-        false
-    })
-    .unwrap();
-    fs.releasedir(fh).unwrap();
-    for name in names {
-        let attr = fs.lookup(dir, &name).unwrap();
-        let ino = InodeNo(attr.ino.0);
-        let rel = format!("{prefix}{}", name.to_str().unwrap());
-        match attr.kind {
-            fuser::FileType::Directory => {
-                out.insert(rel.clone(), dir_entry());
-                walk(fs, ino, &format!("{rel}/"), out);
-            }
-            fuser::FileType::Symlink => {
-                let target = fs.readlink(ino).unwrap();
-                let target = String::from_utf8(target).unwrap();
-                out.insert(rel, symlink_entry(&target));
-            }
-            _ => {
-                let fh = fs.open(ino, libc::O_RDONLY).unwrap();
-                let mut data = Vec::new();
-                let mut buf = Vec::new();
-                loop {
-                    let r = fs.read(fh, data.len() as u64, 65536, &mut buf).unwrap();
-                    if r.is_empty() {
-                        break;
-                    }
-                    data.extend_from_slice(&buf[r]);
-                }
-                fs.release(fh).unwrap();
-                assert_eq!(data.len() as u64, attr.size, "{rel}: size");
-                out.insert(rel, file_entry(&data));
-            }
-        }
-    }
-}
 
 #[test]
 fn vault_v1_fixture_reads_without_fuse() {
@@ -82,7 +35,6 @@ fn vault_v1_fixture_reads_without_fuse() {
 
     let fs =
         EncryptedFs::new(&cipher, policy, Some(master), FsOptions { read_only: true }).unwrap();
-    let mut got = Tree::new();
-    walk(&fs, ROOT, "", &mut got);
+    let (got, _) = read_tree(&fs);
     assert_eq!(got, vault_v1_manifest());
 }

@@ -6,74 +6,19 @@
 //! unit is byte-identical to `fscrypt::InodeCrypt`'s ciphertext (what ext4
 //! with kernel fscrypt stores) and every length is format 2's encoding of
 //! the size. The mounted check is in
-//! `crates/fscrypt-cli/tests/fixture_vault_v2.rs`.
+//! `crates/fscrypt-cli/tests/fixture_vaults.rs`.
 
-use std::collections::HashMap;
-use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams};
 use fscrypt_fuse::layout::{self, EntryName, Format, HEADER_SIZE, Header, HeaderKind};
 use fscrypt_fuse::vault::Vault;
-use fscrypt_fuse::{EncryptedFs, FsOptions, InodeNo, ROOT};
+use fscrypt_fuse::{EncryptedFs, FsOptions};
 use test_support::TempDir;
-use test_support::fixture::{
-    Tree, copy_vault_v2, dir_entry, file_entry, symlink_entry, vault_v2_manifest,
-};
+use test_support::fixture::{copy_vault_v2, vault_v2_manifest};
+use test_support::fuse::read_tree;
 
 const PASSPHRASE: &[u8] = b"fscrypt-rs vault-v2 fixture";
-
-/// The tree, and the plaintext of every regular file by FUSE inode number
-/// (the backing inode number for everything but the root).
-fn walk(
-    fs: &EncryptedFs,
-    dir: InodeNo,
-    prefix: &str,
-    out: &mut Tree,
-    data: &mut HashMap<u64, Vec<u8>>,
-) {
-    let fh = fs.opendir(dir).unwrap();
-    let mut names: Vec<OsString> = Vec::new();
-    fs.readdir(fh, 0, |_, _, _, name| {
-        if name != "." && name != ".." {
-            names.push(name.to_owned());
-        }
-        false
-    })
-    .unwrap();
-    fs.releasedir(fh).unwrap();
-    for name in names {
-        let attr = fs.lookup(dir, &name).unwrap();
-        let ino = InodeNo(attr.ino.0);
-        let rel = format!("{prefix}{}", name.to_str().unwrap());
-        match attr.kind {
-            fuser::FileType::Directory => {
-                out.insert(rel.clone(), dir_entry());
-                walk(fs, ino, &format!("{rel}/"), out, data);
-            }
-            fuser::FileType::Symlink => {
-                let target = String::from_utf8(fs.readlink(ino).unwrap()).unwrap();
-                out.insert(rel, symlink_entry(&target));
-            }
-            _ => {
-                let fh = fs.open(ino, libc::O_RDONLY).unwrap();
-                let mut bytes = Vec::new();
-                let mut buf = Vec::new();
-                loop {
-                    let r = fs.read(fh, bytes.len() as u64, 65536, &mut buf).unwrap();
-                    if r.is_empty() {
-                        break;
-                    }
-                    bytes.extend_from_slice(&buf[r]);
-                }
-                fs.release(fh).unwrap();
-                assert_eq!(bytes.len() as u64, attr.size, "{rel}: size");
-                out.insert(rel, file_entry(&bytes));
-                data.insert(attr.ino.0, bytes);
-            }
-        }
-    }
-}
 
 /// Every user regular file below the backing directory `dir`.
 fn backing_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
@@ -107,9 +52,7 @@ fn vault_v2_fixture_reads_without_fuse_and_holds_kernel_ciphertext() {
     let fs =
         EncryptedFs::new(&cipher, policy, Some(master), FsOptions { read_only: true }).unwrap();
     assert_eq!(fs.format(), Format::V2);
-    let mut got = Tree::new();
-    let mut data = HashMap::new();
-    walk(&fs, ROOT, "", &mut got, &mut data);
+    let (got, data) = read_tree(&fs);
     assert_eq!(got, vault_v2_manifest());
 
     // The bytes: header (format 2, size field zero), length = format 2's

@@ -148,3 +148,72 @@ impl Drop for Vault {
         }
     }
 }
+
+/// The tree below the root of `fs` read through `EncryptedFs` itself (no
+/// mount), as a [`crate::fixture::Tree`], and the plaintext of every regular
+/// file by FUSE inode number. Panics on any error, or when a file's
+/// contents do not have the size its attributes report.
+pub fn read_tree(
+    fs: &EncryptedFs,
+) -> (
+    crate::fixture::Tree,
+    std::collections::HashMap<u64, Vec<u8>>,
+) {
+    let mut tree = crate::fixture::Tree::new();
+    let mut data = std::collections::HashMap::new();
+    read_dir_into(fs, fscrypt_fuse::ROOT, "", &mut tree, &mut data);
+    (tree, data)
+}
+
+fn read_dir_into(
+    fs: &EncryptedFs,
+    dir: fscrypt_fuse::InodeNo,
+    prefix: &str,
+    out: &mut crate::fixture::Tree,
+    data: &mut std::collections::HashMap<u64, Vec<u8>>,
+) {
+    use crate::fixture::{dir_entry, file_entry, symlink_entry};
+    let fh = fs.opendir(dir).unwrap();
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
+    fs.readdir(fh, 0, |_, _, _, name| {
+        if name != "." && name != ".." {
+            names.push(name.to_owned());
+        }
+        false
+    })
+    .unwrap();
+    fs.releasedir(fh).unwrap();
+    for name in names {
+        let attr = fs.lookup(dir, &name).unwrap();
+        let ino = fscrypt_fuse::InodeNo(attr.ino.0);
+        let rel = format!("{prefix}{}", name.to_str().unwrap());
+        match attr.kind {
+            fuser::FileType::Directory => {
+                out.insert(rel.clone(), dir_entry());
+                read_dir_into(fs, ino, &format!("{rel}/"), out, data);
+            }
+            fuser::FileType::Symlink => {
+                let target = String::from_utf8(fs.readlink(ino).unwrap()).unwrap();
+                out.insert(rel, symlink_entry(&target));
+            }
+            _ => {
+                let fh = fs
+                    .open(ino, rustix::fs::OFlags::RDONLY.bits() as i32)
+                    .unwrap();
+                let mut bytes = Vec::new();
+                let mut buf = Vec::new();
+                loop {
+                    let r = fs.read(fh, bytes.len() as u64, 65536, &mut buf).unwrap();
+                    if r.is_empty() {
+                        break;
+                    }
+                    bytes.extend_from_slice(&buf[r]);
+                }
+                fs.release(fh).unwrap();
+                assert_eq!(bytes.len() as u64, attr.size, "{rel}: size");
+                out.insert(rel, file_entry(&bytes));
+                data.insert(attr.ino.0, bytes);
+            }
+        }
+    }
+}

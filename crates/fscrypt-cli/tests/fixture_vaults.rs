@@ -1,24 +1,27 @@
-//! The frozen fixture `tests/fixtures/vault-v2` (vault format 2) mounted
-//! for real: a copy is mounted with its key file through `fscrypt-rs mount`
-//! and compared with `tests/fixtures/vault-v2.manifest.json` through std::fs;
-//! then mounted locked. `fscrypt-rs info` shows the data format of both
-//! fixtures. Needs root and /dev/fuse for the mounts (skips loudly without).
+//! The frozen fixtures `tests/fixtures/vault-v1` (vault format 1) and
+//! `vault-v2` (format 2) mounted for real: a copy is mounted with its key
+//! file through `fscrypt-rs mount` and compared with its
+//! `NAME.manifest.json` through std::fs; then mounted locked.
+//! `fscrypt-rs info` shows the data format of both. Needs root and
+//! /dev/fuse for the mounts (skips loudly without).
 
 use std::process::Command;
 
-use test_support::fixture::{copy_vault_v2, vault_v2_manifest, walk_dir};
+use test_support::fixture::{copy_vault, manifest, walk_dir};
 use test_support::mount::wait_unmounted;
 use test_support::{MountGuard, TempDir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
-#[test]
-fn vault_v2_fixture_mounts_and_matches_manifest() {
-    if !test_support::skip::can_mount("vault_v2_fixture_mounts_and_matches_manifest") {
+/// Mounts a copy of the fixture `name` with its key (read-only) and
+/// compares it with its manifest, then mounted locked: the same number of
+/// top entries, under no-key names.
+fn fixture_mounts_and_matches_manifest(test: &str, name: &str) {
+    if !test_support::skip::can_mount(test) {
         return;
     }
-    let tmp = TempDir::new("cli-fixture-v2");
-    let (cipher, key) = copy_vault_v2(tmp.path());
+    let tmp = TempDir::new(&format!("cli-fixture-{name}"));
+    let (cipher, key) = copy_vault(tmp.path(), name);
     let mnt = tmp.sub("mnt");
 
     let out = Command::new(BIN)
@@ -37,7 +40,7 @@ fn vault_v2_fixture_mounts_and_matches_manifest() {
         String::from_utf8_lossy(&out.stderr)
     );
     let guard = MountGuard::new(BIN, &mnt);
-    assert_eq!(walk_dir(&mnt), vault_v2_manifest());
+    assert_eq!(walk_dir(&mnt), manifest(name));
     let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
     assert!(st.success());
     assert!(wait_unmounted(&mnt, std::time::Duration::from_secs(60)));
@@ -59,11 +62,21 @@ fn vault_v2_fixture_mounts_and_matches_manifest() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    let manifest = vault_v2_manifest();
+    let manifest = manifest(name);
     let expected_top = manifest.keys().filter(|k| !k.contains('/')).count();
     assert_eq!(top.len(), expected_top);
     assert!(top.iter().all(|n| !manifest.contains_key(n)), "{top:?}");
     drop(guard);
+}
+
+#[test]
+fn vault_v1_fixture_mounts_and_matches_manifest() {
+    fixture_mounts_and_matches_manifest("vault_v1_fixture_mounts_and_matches_manifest", "vault-v1");
+}
+
+#[test]
+fn vault_v2_fixture_mounts_and_matches_manifest() {
+    fixture_mounts_and_matches_manifest("vault_v2_fixture_mounts_and_matches_manifest", "vault-v2");
 }
 
 #[test]
