@@ -3,7 +3,7 @@
 //! file and names follow [`fscrypt_vault::layout`]. Read-only: nothing is
 //! written into the checkout. The tree itself is checked by
 //! `crates/fscrypt-fuse/tests/fixture_vault_v1.rs` (without mounting) and
-//! `crates/fscrypt-cli/tests/fixture_vault_v1.rs` (mounted).
+//! `crates/fscrypt-cli/tests/fixture_vaults.rs` (mounted).
 
 use fscrypt::{Context, EncryptionMode};
 use fscrypt_vault::layout::{self, EntryName, Header, HeaderKind};
