@@ -848,6 +848,7 @@ fn login_protector_linked_from_another_filesystem() {
                 "pam_passphrase",
                 "--user",
                 &u.name,
+                "--no-recovery",
                 "--quiet",
             ],
             b"pw-link\n",
@@ -880,6 +881,7 @@ fn login_protector_linked_from_another_filesystem() {
                 "pam_passphrase",
                 "--user",
                 &u.name,
+                "--no-recovery",
                 "--quiet",
             ],
             b"pw-link\n",
@@ -898,6 +900,139 @@ fn login_protector_linked_from_another_filesystem() {
         "fscrypt unlock c (fscrypt-rs's link)",
     );
     assert!(readable(&c.join("h"), "C"));
+}
+
+/// A login protector protecting a directory on another filesystem: like
+/// google/fscrypt, `encrypt` adds a recovery passphrase (a second,
+/// custom_passphrase protector) and writes it into the directory; the
+/// recovery passphrase unlocks through both tools; the user's own
+/// `unlock` picks the login protector, root's asks for `--unlock-with`.
+#[test]
+fn recovery_passphrase_for_a_login_protector_elsewhere() {
+    use std::os::unix::fs::MetadataExt;
+    let test = "gfs_recovery";
+    let Some(env) = Env::new(test, false) else {
+        return;
+    };
+    let Some(other) = scratch_ext4(test, 32, MKFS_4K) else {
+        return;
+    };
+    let Some(u) = login_user(test, "r", "pw-rec") else {
+        return;
+    };
+    let m2 = other.mount_point();
+    ok(
+        &env.gfs(&["setup", p(m2), "--quiet"], b"y\n"),
+        "fscrypt setup MNT2",
+    );
+    let r = m2.join("r");
+    std::fs::create_dir(&r).unwrap();
+    std::os::unix::fs::chown(&r, Some(u.uid), Some(u.uid)).unwrap();
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&r),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u.name,
+            "--json",
+        ],
+        b"pw-rec\n",
+    );
+    ok(&o, "fscrypt-rs encrypt r");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rid = j["recovery_protector"]["descriptor"]
+        .as_str()
+        .expect("a recovery protector")
+        .to_string();
+    assert_eq!(
+        j["recovery_protector"]["name"], "Recovery passphrase for r",
+        "{j}"
+    );
+    // Root wrote the metadata on the user's behalf: it is the user's.
+    let pol = m2
+        .join(".fscrypt/policies")
+        .join(j["policy"].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(&pol).unwrap().uid(),
+        u.uid,
+        "{}",
+        pol.display()
+    );
+    let readme = r.join("fscrypt_recovery_readme.txt");
+    assert_eq!(j["recovery_readme"], p(&readme), "{j}");
+    let md = std::fs::symlink_metadata(&readme).unwrap();
+    assert_eq!((md.mode() & 0o777, md.uid()), (0o600, u.uid));
+    let instructions = std::fs::read_to_string(&readme).unwrap();
+    let pass = instructions
+        .lines()
+        .map(str::trim)
+        .find(|l| l.len() == 20 && l.bytes().all(|c| c.is_ascii_lowercase()))
+        .expect("the passphrase in the readme")
+        .to_string();
+    std::fs::write(r.join("f"), "R").unwrap();
+    let rec = format!("{}:{rid}", p(m2));
+    let lock_all = || {
+        ok(
+            &env.rs(&["lock", p(&r), "--all-users", "--quiet"], b""),
+            "fscrypt-rs lock r",
+        )
+    };
+    lock_all();
+    assert!(!readable(&r.join("f"), "R"));
+
+    // google/fscrypt sees both protectors.
+    let st = env.gfs(&["status", p(&r)], b"");
+    ok(&st, "fscrypt status r");
+    let st = String::from_utf8_lossy(&st.stdout).into_owned();
+    assert!(
+        st.contains("Recovery passphrase for r") && st.contains("login protector"),
+        "{st}"
+    );
+
+    // Root, not the protector's user, must choose.
+    let o = env.rs(&["unlock", p(&r)], b"pw-rec\n");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("--unlock-with") && text(&o).contains(&rid),
+        "{}",
+        text(&o)
+    );
+
+    // The user's own unlock takes the login protector.
+    let mut c = test_support::users::as_user(u.uid, u.uid, BIN);
+    c.args(["unlock", p(&r)])
+        .env("FSCRYPT_CONF", env.tmp.join("fscrypt.conf"))
+        .env("FSCRYPT_ROOT_MNT", env.mnt());
+    ok(
+        &test_support::run::output(&mut c, b"pw-rec\n"),
+        "fscrypt-rs unlock r as the user",
+    );
+    assert!(readable(&r.join("f"), "R"));
+    lock_all();
+
+    // The recovery passphrase, through fscrypt-rs and through fscrypt.
+    let o = env.rs(&["unlock", p(&r), "--unlock-with", &rec], b"wrong\n");
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    ok(
+        &env.rs(
+            &["unlock", p(&r), "--unlock-with", &rec],
+            format!("{pass}\n").as_bytes(),
+        ),
+        "fscrypt-rs unlock with the recovery passphrase",
+    );
+    assert!(readable(&r.join("f"), "R"));
+    lock_all();
+    ok(
+        &env.gfs(
+            &["unlock", p(&r), &format!("--unlock-with={rec}"), "--quiet"],
+            format!("{pass}\n").as_bytes(),
+        ),
+        "fscrypt unlock with the recovery passphrase",
+    );
+    assert!(readable(&r.join("f"), "R"));
+    lock_all();
 }
 
 #[test]
