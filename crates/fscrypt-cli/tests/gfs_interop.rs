@@ -525,6 +525,19 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     assert_eq!(code(&o), 21, "{}", text(&o));
     std::fs::set_permissions(&prot_dir, PermissionsExt::from_mode(0o755)).unwrap();
 
+    // A policy slot that does not unwrap although the passphrase is right
+    // (the file was damaged or edited): 20 and says so, not "wrong
+    // passphrase" (12).
+    let store = fscrypt_metadata::store::Store::new(env.mnt());
+    let desc = pol.file_name().unwrap().to_str().unwrap().to_string();
+    let mut pd = store.policy(&desc).unwrap();
+    pd.wrapped_policy_keys[0].wrapped_key.as_mut().unwrap().hmac[0] ^= 1;
+    store.put_policy(&pd).unwrap();
+    let o = env.rs(&["unlock", p(&d)], b"pw\n");
+    assert_eq!(code(&o), 20, "{}", text(&o));
+    assert!(text(&o).contains("does not unwrap"), "{}", text(&o));
+    std::fs::write(&pol, &good).unwrap();
+
     // Wrong passphrase: 12; right one works after all that.
     let o = env.rs(&["unlock", p(&d)], b"nope\n");
     assert_eq!(code(&o), 12, "{}", text(&o));
@@ -535,6 +548,51 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     // setup again: already set up (25).
     let o = env.rs(&["setup", p(env.mnt())], b"");
     assert_eq!(code(&o), 25, "{}", text(&o));
+}
+
+/// A filesystem without the `encrypt` feature: `encrypt` says how to turn
+/// it on (exit 26) and writes nothing.
+#[test]
+fn a_filesystem_without_encryption_is_refused_with_the_fix() {
+    let test = "gfs_no_encrypt";
+    if !tool_available(
+        test,
+        "fscrypt",
+        &["--version"],
+        "fscrypt (scripts/setup.sh)",
+    ) {
+        return;
+    }
+    let Some(fs) = scratch_ext4(test, 32, &["-b", "4096"]) else {
+        return;
+    };
+    let tmp = TempDir::new(test);
+    let mnt = fs.mount_point();
+    let rs = |args: &[&str], stdin: &[u8]| {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("FSCRYPT_CONF", tmp.join("fscrypt.conf"))
+            .env("FSCRYPT_ROOT_MNT", mnt);
+        test_support::run::output(&mut c, stdin)
+    };
+    ok(&rs(&["setup", "--time", "0.001"], b""), "setup");
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let before = metadata_snapshot(mnt);
+    let o = rs(
+        &[
+            "encrypt",
+            p(&d),
+            "--source",
+            "custom_passphrase",
+            "--name",
+            "n",
+        ],
+        b"pw\n",
+    );
+    assert_eq!(code(&o), 26, "{}", text(&o));
+    assert!(text(&o).contains("tune2fs -O encrypt"), "{}", text(&o));
+    assert_eq!(metadata_snapshot(mnt), before, "metadata written");
 }
 
 #[test]

@@ -502,7 +502,7 @@ fn add_protector(a: AddArgs) -> anyhow::Result<ExitCode> {
         pass: a.pass.clone(),
     };
     let via_key = open(&via_prot, &via_secret)?;
-    let pkey = actions::open_policy(&policy, &via, &via_key).map_err(gfs::meta)?;
+    let pkey = gfs::open_policy(&store, &policy, &via, &via_key)?;
     actions::add_protector_to_policy(&mut policy, &pkey, &prot.protector_descriptor, &new_key)
         .map_err(gfs::meta)?;
     let linked = link_if_needed(&store, &pstore, &prot.protector_descriptor)?;

@@ -126,7 +126,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let what = format!("{} ({})", gfs::describe_protector(&protector), pdesc);
     let secret = gfs::read_secret(&args.secret, protector.source_type(), &what, false)?;
     let pkey = actions::open_protector(&protector, &secret).map_err(gfs::meta)?;
-    let key = actions::open_policy(&policy, &pdesc, &pkey).map_err(gfs::meta)?;
+    let key = gfs::open_policy(&store, &policy, &pdesc, &pkey)?;
     gfs::add_policy_key(store.mount(), &policy, &key[..])?;
     done(false, Some(&pdesc))
 }

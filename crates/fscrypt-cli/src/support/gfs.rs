@@ -80,6 +80,34 @@ pub fn meta(e: MetaError) -> anyhow::Error {
     failure(code, kind, e.to_string())
 }
 
+/// The policy key, unwrapped by an opened protector. The protector's
+/// secret was right, so a slot that does not unwrap means a damaged or
+/// edited policy file: [`EXIT_CORRUPT`], not "wrong passphrase".
+///
+/// # Errors
+/// That, and the policy's other errors.
+pub fn open_policy(
+    store: &Store,
+    policy: &PolicyData,
+    protector: &str,
+    protector_key: &fscrypt_metadata::keys::Key32,
+) -> anyhow::Result<fscrypt_metadata::actions::PolicyKey> {
+    fscrypt_metadata::actions::open_policy(policy, protector, protector_key).map_err(|e| match e {
+        MetaError::WrongSecret { .. } => failure(
+            EXIT_CORRUPT,
+            "policy_key_unwrap",
+            format!(
+                "policy {d}'s key does not unwrap with protector {protector}, whose secret is right: \
+                 the policy file is damaged or was edited; restore {} from a backup, or unlock with \
+                 another protector",
+                store.policy_dir().join(&policy.key_descriptor).display(),
+                d = policy.key_descriptor,
+            ),
+        ),
+        e => meta(e),
+    })
+}
+
 /// Runs a command body; a [`Failure`] is printed (one line on stderr, and
 /// an `{"ok":false,...}` object on stdout with `--json`) and becomes its
 /// exit status; other errors go back to `main` (exit 1).
