@@ -784,7 +784,42 @@ fn login_protectors_both_ways() {
     );
     assert!(readable(&d2.join("g"), "two"));
 
-    // fscrypt-rs -> fscrypt: a new login protector for u2.
+    // fscrypt-rs -> fscrypt: a new login protector for u2. A password that
+    // is not u2's login password is refused (PAM, as google/fscrypt
+    // checks) and nothing is written.
+    let before = metadata_snapshot(env.mnt());
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d3),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u2.name,
+        ],
+        b"not-the-login-pw\n",
+    );
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert!(
+        text(&o).contains("not the login passphrase"),
+        "{}",
+        text(&o)
+    );
+    let o = env.rs(
+        &[
+            "metadata",
+            "create",
+            "protector",
+            p(env.mnt()),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u2.name,
+        ],
+        b"not-the-login-pw\n",
+    );
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert_eq!(metadata_snapshot(env.mnt()), before, "metadata written");
     let o = env.rs(
         &[
             "encrypt",

@@ -189,6 +189,7 @@ fn login_protector(args: &Args, config: &Config) -> anyhow::Result<Chosen> {
         }
         None => {
             let secret = gfs::read_secret(&args.secret, SourceType::PamPassphrase, &what, true)?;
+            gfs::check_login_passphrase(&user.name, &secret)?;
             let (p, key) = actions::new_protector(
                 SourceType::PamPassphrase,
                 "",

@@ -327,7 +327,7 @@ fn create_protector(a: CreateProtectorArgs) -> anyhow::Result<ExitCode> {
                 ),
             ));
         }
-        (root, String::new(), i64::from(user.uid))
+        (root, user.name, i64::from(user.uid))
     } else {
         if a.user.is_some() {
             anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
@@ -354,6 +354,14 @@ fn create_protector(a: CreateProtectorArgs) -> anyhow::Result<ExitCode> {
         format!("protector {name:?}")
     };
     let secret = gfs::read_secret(&a.secret, source, &what, true)?;
+    // For a login protector `name` is the user's (login protectors have no
+    // name of their own).
+    let name = if source == SourceType::PamPassphrase {
+        gfs::check_login_passphrase(&name, &secret)?;
+        String::new()
+    } else {
+        name
+    };
     let (p, _) = actions::new_protector(source, &name, &config.hash_costs, &secret, uid)
         .map_err(gfs::meta)?;
     store.put_protector(&p).map_err(gfs::meta)?;

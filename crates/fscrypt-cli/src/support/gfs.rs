@@ -108,6 +108,34 @@ pub fn open_policy(
     })
 }
 
+/// Checks `pass` is `user`'s login password before a login protector is
+/// made with it (google/fscrypt's check, PAM service `fscrypt`). Without
+/// libpam the check is skipped with a warning.
+///
+/// # Errors
+/// [`EXIT_WRONG_SECRET`] when PAM refuses it; PAM that cannot start.
+pub fn check_login_passphrase(user: &str, pass: &[u8]) -> anyhow::Result<()> {
+    use fscrypt_linux::pam_auth::{self, PamAuthError};
+    match pam_auth::check_password("fscrypt", user, pass) {
+        Ok(()) => Ok(()),
+        Err(PamAuthError::Unavailable) => {
+            eprintln!(
+                "fscrypt-rs: warning: libpam.so.0 not found, so the login passphrase of {user} \
+                 was not checked: a wrong one makes a protector that never opens at login"
+            );
+            Ok(())
+        }
+        Err(PamAuthError::Refused(_)) => Err(failure(
+            EXIT_WRONG_SECRET,
+            "wrong_secret",
+            format!("that is not the login passphrase of {user}; try again"),
+        )),
+        Err(e) => Err(anyhow::anyhow!(
+            "checking the login passphrase of {user}: {e}"
+        )),
+    }
+}
+
 /// Runs a command body; a [`Failure`] is printed (one line on stderr, and
 /// an `{"ok":false,...}` object on stdout with `--json`) and becomes its
 /// exit status; other errors go back to `main` (exit 1).
