@@ -595,29 +595,59 @@ fn a_filesystem_without_encryption_is_refused_with_the_fix() {
     assert_eq!(metadata_snapshot(mnt), before, "metadata written");
 }
 
+/// v1 policies whose keys go to the filesystem keyring (google/fscrypt's
+/// `use_fs_keyring_for_v1_policies: true`).
 #[test]
 fn v1_policies_both_ways_with_the_filesystem_keyring() {
-    let Some(env) = Env::new("gfs_v1", false) else {
+    v1_both_ways("gfs_v1", true);
+}
+
+/// v1 policies whose keys go to the caller's user keyring, google/fscrypt's
+/// default: each tool sees and removes the other's key there (`lock` drops
+/// the caches so open inodes lose their keys).
+#[test]
+fn v1_policies_both_ways_with_the_user_keyring() {
+    v1_both_ways("gfs_v1_user", false);
+}
+
+fn v1_both_ways(test: &str, fs_keyring: bool) {
+    let Some(env) = Env::new(test, false) else {
         return;
     };
-    // v1 policies whose keys go to the filesystem keyring (google/fscrypt's
-    // use_fs_keyring_for_v1_policies; its session-keyring default is not
-    // supported by fscrypt-rs yet).
     let conf = env.tmp.join("fscrypt.conf");
-    let text = std::fs::read_to_string(&conf).unwrap();
-    let text = text
+    let config = std::fs::read_to_string(&conf)
+        .unwrap()
         .replace("\"policy_version\": \"2\"", "\"policy_version\": \"1\"")
         .replace(
             "\"use_fs_keyring_for_v1_policies\": false",
-            "\"use_fs_keyring_for_v1_policies\": true",
+            &format!("\"use_fs_keyring_for_v1_policies\": {fs_keyring}"),
         );
-    std::fs::write(&conf, text).unwrap();
+    std::fs::write(&conf, config).unwrap();
+    // google/fscrypt wants the user named when root uses a user keyring.
+    let gfs = |args: &[&str], stdin: &[u8]| {
+        let mut args = args.to_vec();
+        if !fs_keyring && args[0] != "status" {
+            args.push("--user=root");
+        }
+        env.gfs(&args, stdin)
+    };
 
     let (g, r) = (env.dir("g1"), env.dir("r1"));
     std::fs::create_dir(&g).unwrap();
     std::fs::create_dir(&r).unwrap();
+    // User-keyring keys outlive the filesystem: lock both at the end, even
+    // on failure.
+    struct LockAtEnd<'a>(&'a Env, [&'a Path; 2]);
+    impl Drop for LockAtEnd<'_> {
+        fn drop(&mut self) {
+            for d in self.1 {
+                let _ = self.0.rs(&["lock", p(d), "-q"], b"");
+            }
+        }
+    }
+    let _lock = LockAtEnd(&env, [&g, &r]);
     ok(
-        &env.gfs(
+        &gfs(
             &[
                 "encrypt",
                 p(&g),
@@ -630,25 +660,37 @@ fn v1_policies_both_ways_with_the_filesystem_keyring() {
         "fscrypt encrypt v1",
     );
     std::fs::write(g.join("a"), "gv1").unwrap();
-    ok(
-        &env.gfs(&["lock", p(&g), "--quiet"], b""),
-        "fscrypt lock v1",
-    );
+    ok(&gfs(&["lock", p(&g), "--quiet"], b""), "fscrypt lock v1");
     let st = env.rs(&["status", p(&g), "--json"], b"");
     let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(j["policy"]["version"], 1, "{j}");
+    assert_eq!(j["key_status"], "absent", "{j}");
     ok(
         &env.rs(&["unlock", p(&g)], b"v1pass\n"),
         "fscrypt-rs unlock v1",
+    );
+    let st = gfs(&["status", p(&g)], b"");
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains("Unlocked: Yes"),
+        "{}",
+        text(&st)
     );
     assert!(readable(&g.join("a"), "gv1"));
     ok(&env.rs(&["lock", p(&g), "-q"], b""), "fscrypt-rs lock v1");
     assert!(!readable(&g.join("a"), "gv1"));
     ok(
-        &env.gfs(&["unlock", p(&g), "--quiet"], b"v1pass"),
+        &gfs(&["unlock", p(&g), "--quiet"], b"v1pass"),
         "fscrypt unlock v1 again",
     );
     assert!(readable(&g.join("a"), "gv1"));
+    let st = env.rs(&["status", p(&g), "--json"], b"");
+    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(j["key_status"], "present", "fscrypt's key not seen: {j}");
+    ok(
+        &env.rs(&["lock", p(&g), "-q"], b""),
+        "fscrypt-rs lock fscrypt's v1 key",
+    );
+    assert!(!readable(&g.join("a"), "gv1"));
 
     let o = env.rs(&["encrypt", p(&r), "--name", "r1", "--json"], b"rsv1\n");
     ok(&o, "fscrypt-rs encrypt v1");
@@ -660,12 +702,12 @@ fn v1_policies_both_ways_with_the_filesystem_keyring() {
     );
     std::fs::write(r.join("b"), "rv1").unwrap();
     ok(
-        &env.gfs(&["lock", p(&r), "--quiet"], b""),
+        &gfs(&["lock", p(&r), "--quiet"], b""),
         "fscrypt lock fscrypt-rs's v1",
     );
     assert!(!readable(&r.join("b"), "rv1"));
     ok(
-        &env.gfs(&["unlock", p(&r), "--quiet"], b"rsv1"),
+        &gfs(&["unlock", p(&r), "--quiet"], b"rsv1"),
         "fscrypt unlock fscrypt-rs's v1",
     );
     assert!(readable(&r.join("b"), "rv1"));

@@ -262,13 +262,37 @@ pub fn add_policy_key(mount: &Path, p: &PolicyData, key: &[u8]) -> anyhow::Resul
                 );
             }
         }
+        Policy::V1(p1) if v1_in_user_keyring() => {
+            keyring::user::add(&fs_type(mount), p1.master_key_descriptor, key)?
+        }
         Policy::V1(p1) => keyring::add_key_v1(mount, p1.master_key_descriptor, key)?,
     }
     Ok(())
 }
 
-/// Whether the key of a policy is present in the filesystem keyring.
+/// The filesystem type mounted at `mount` (`ext4`...; empty if unknown).
+pub fn fs_type(mount: &Path) -> String {
+    mountinfo::find_mount(mount)
+        .map(|m| m.fs_type)
+        .unwrap_or_default()
+}
+
+/// Whether v1 policy keys go to the caller's user keyring (google/fscrypt's
+/// default) rather than the filesystem keyring: the config's
+/// `use_fs_keyring_for_v1_policies` is false. No readable config: the
+/// filesystem keyring.
+pub fn v1_in_user_keyring() -> bool {
+    fscrypt_metadata::config::Config::load().is_ok_and(|c| !c.use_fs_keyring_for_v1_policies)
+}
+
+/// Whether the key of a policy is present: in the filesystem keyring, or
+/// for v1 also in the caller's user keyring.
 pub fn key_presence(mount: &Path, p: &Policy) -> Option<KeyPresence> {
+    if let Policy::V1(p1) = p
+        && keyring::user::has(&fs_type(mount), p1.master_key_descriptor).unwrap_or(false)
+    {
+        return Some(KeyPresence::Present);
+    }
     keyring::key_status(mount, policy_key_spec(p).1)
         .ok()
         .map(|s| s.presence)
