@@ -337,7 +337,11 @@ fn gnu_ls_l_asks_for_xattrs_once_per_mount() {
         .arg(v.p("d"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), n + 1);
     let d = stats(&v).since(&s0);
     per("GNU ls -l (cold)", n, &d);
