@@ -42,6 +42,12 @@ pub const EXT4_EXTENTS_FL: u32 = 0x0008_0000;
 pub const EXT4_INLINE_DATA_FL: u32 = 0x1000_0000;
 /// `EXT4_CASEFOLD_FL`.
 pub const EXT4_CASEFOLD_FL: u32 = 0x4000_0000;
+/// xattr name index `system.` (`EXT4_XATTR_INDEX_SYSTEM`): `system.data`
+/// holds the part of an inline-data inode that does not fit `i_block`.
+pub const EXT4_XATTR_INDEX_SYSTEM: u8 = 7;
+/// Most bytes of inline data an inode can hold (the whole inode record at
+/// the largest inode size, 64 KiB blocks).
+const MAX_INLINE_DATA: usize = 65536;
 /// xattr name index of the fscrypt context (`EXT4_XATTR_INDEX_ENCRYPTION`).
 pub const EXT4_XATTR_INDEX_ENCRYPTION: u8 = 9;
 /// xattr name of the fscrypt context.
@@ -277,6 +283,9 @@ pub struct DirEntry {
     pub file_type: u8,
     /// The stored name bytes (ciphertext in encrypted directories).
     pub name: Vec<u8>,
+    /// `(hash, minor_hash)` stored after the name in encrypted casefolded
+    /// directories (SipHash of the plaintext casefolded name, spec §9).
+    pub hash: Option<(u32, u32)>,
 }
 
 /// An open ext4 filesystem image or block device (read only).
@@ -481,7 +490,16 @@ impl Ext4 {
         } else {
             0
         };
-        Ok(lo | (hi << 32))
+        let table = lo | (hi << 32);
+        let blocks = u64::from(self.sb.inodes_per_group) * u64::from(self.sb.inode_size)
+            / u64::from(self.sb.block_size).max(1);
+        if table == 0 || table.saturating_add(blocks) > self.sb.blocks_count {
+            return Err(self.corrupt(
+                None,
+                format!("group {group}: inode table at block {table} beyond the filesystem"),
+            ));
+        }
+        Ok(table)
     }
 
     /// Byte offset of inode `ino`'s on-disk record in the device.
@@ -856,6 +874,19 @@ impl Ext4 {
         if inode.kind() != InodeKind::Directory {
             return Err(self.corrupt(Some(inode.ino), "not a directory"));
         }
+        // Encrypted casefolded directories store each name's hash after it.
+        let hashed = inode.is_encrypted() && inode.flags & EXT4_CASEFOLD_FL != 0;
+        if inode.flags & EXT4_INLINE_DATA_FL != 0 {
+            // `i_block`: the parent's inode number (4 bytes), then entries
+            // filling the other 56 bytes; `system.data`: more entries
+            // filling its whole value.
+            let mut out = Vec::new();
+            self.parse_dir_block(inode.ino, hashed, &inode.block[4..], &mut out)?;
+            if let Some(more) = self.xattr(inode, EXT4_XATTR_INDEX_SYSTEM, b"data")? {
+                self.parse_dir_block(inode.ino, hashed, &more, &mut out)?;
+            }
+            return Ok(out);
+        }
         let bs = self.sb.block_size as usize;
         let extents = self.extents(inode)?;
         let mut out = Vec::new();
@@ -866,7 +897,7 @@ impl Ext4 {
             }
             for i in 0..u64::from(e.len) {
                 self.read_blocks(e.physical + i, &mut buf)?;
-                self.parse_dir_block(inode.ino, &buf, &mut out)?;
+                self.parse_dir_block(inode.ino, hashed, &buf, &mut out)?;
             }
         }
         Ok(out)
@@ -875,6 +906,7 @@ impl Ext4 {
     fn parse_dir_block(
         &self,
         ino: u32,
+        hashed: bool,
         b: &[u8],
         out: &mut Vec<DirEntry>,
     ) -> Result<(), Ext4Error> {
@@ -895,15 +927,61 @@ impl Ext4 {
             }
             let name = &b[off + 8..off + 8 + name_len];
             if d_ino != 0 && name_len > 0 && name != b"." && name != b".." {
+                let hash = if hashed {
+                    // `ext4_dir_entry_hash`: right after the name, 4-aligned.
+                    let h = (off + 8 + name_len + 3) & !3;
+                    if h + 8 > off + rec_len {
+                        return Err(self.corrupt(
+                            Some(ino),
+                            format!("directory entry at offset {off} lacks its stored hash"),
+                        ));
+                    }
+                    Some((le32(b, h), le32(b, h + 4)))
+                } else {
+                    None
+                };
                 out.push(DirEntry {
                     ino: d_ino,
                     file_type,
                     name: name.to_vec(),
+                    hash,
                 });
             }
             off += rec_len;
         }
         Ok(())
+    }
+
+    /// The contents of an inline-data inode (`EXT4_INLINE_DATA_FL`): the 60
+    /// bytes of `i_block` followed by the `system.data` xattr, cut to
+    /// `i_size`.
+    ///
+    /// # Errors
+    /// [`Ext4Error::Corrupt`] for a size beyond what the inode holds (or
+    /// an inode without inline data), and as [`Ext4::xattr`].
+    pub fn inline_data(&self, inode: &Inode) -> Result<Vec<u8>, Ext4Error> {
+        if inode.flags & EXT4_INLINE_DATA_FL == 0 {
+            return Err(self.corrupt(Some(inode.ino), "no inline data"));
+        }
+        let mut data = inode.block.to_vec();
+        if let Some(more) = self.xattr(inode, EXT4_XATTR_INDEX_SYSTEM, b"data")? {
+            data.extend_from_slice(&more);
+        }
+        let size = usize::try_from(inode.size)
+            .ok()
+            .filter(|&s| s <= data.len() && s <= MAX_INLINE_DATA)
+            .ok_or_else(|| {
+                self.corrupt(
+                    Some(inode.ino),
+                    format!(
+                        "inline data size {} above the {} bytes stored",
+                        inode.size,
+                        data.len()
+                    ),
+                )
+            })?;
+        data.truncate(size);
+        Ok(data)
     }
 
     /// The stored target bytes of a symlink: the 60-byte `i_block` area of a
@@ -924,6 +1002,9 @@ impl Ext4 {
         } else {
             0
         };
+        if inode.flags & EXT4_INLINE_DATA_FL != 0 {
+            return self.inline_data(inode);
+        }
         let fast = inode.flags & EXT4_EXTENTS_FL == 0 && inode.blocks <= xattr_sectors;
         if fast {
             return Ok(inode.block.to_vec());
