@@ -54,6 +54,20 @@ fn ok(args: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
+/// Unmount, retrying while something (a scanner, a lagging close under
+/// load) briefly keeps the filesystem busy.
+fn unmount(fs: &mut fscrypt_linux::loopfs::LoopExt4) {
+    let mut last = None;
+    for _ in 0..50 {
+        match fs.unmount() {
+            Ok(()) => return,
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!("unmount: {last:?}");
+}
+
 fn p(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
@@ -387,7 +401,7 @@ fn mode_case(test: &str, t: &Target) {
     populate(&enc);
     let kernel = walk(&enc);
     let enc_ino = std::fs::metadata(&enc).expect("stat").ino() as u32;
-    fs.unmount().expect("unmount");
+    unmount(&mut fs);
     let image = tmp.path().join("rewritten.img");
     assert!(
         Command::new("cp")

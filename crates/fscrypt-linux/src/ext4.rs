@@ -61,6 +61,10 @@ const GOOD_OLD_INODE_SIZE: usize = 128;
 /// Most extent tree nodes read for one inode (≈ 1 GiB of 4 KiB index blocks
 /// would be far more than any real file needs: 2^16 leaves map ≥ 2^24 extents).
 const MAX_EXTENT_NODES: u32 = 1 << 16;
+/// Most extents (runs) one inode's mapping may have: 4 Mi runs (96 MiB of
+/// `Extent`s) covers a fully fragmented 16 GiB file of 4 KiB blocks; more
+/// is treated as corrupt rather than buffered.
+const MAX_EXTENTS: usize = 1 << 22;
 /// `INCOMPAT_RECOVER`: the journal needs recovery.
 pub const INCOMPAT_RECOVER: u32 = 0x0004;
 /// `INCOMPAT_INLINE_DATA`.
@@ -630,13 +634,26 @@ impl Ext4 {
                 {
                     return Err(self.corrupt(Some(ino), "extent beyond the filesystem"));
                 }
+                let logical = u64::from(le32(e, 0));
+                // A tree is walked in order, so its extents come sorted and
+                // disjoint; anything else (e.g. an index naming one leaf
+                // many times) is refused at once instead of piling up.
+                if out
+                    .last()
+                    .is_some_and(|l: &Extent| l.logical + u64::from(l.len) > logical)
+                {
+                    return Err(self.corrupt(
+                        Some(ino),
+                        format!("extents out of order or overlapping at logical block {logical}"),
+                    ));
+                }
                 out.push(Extent {
-                    logical: u64::from(le32(e, 0)),
+                    logical,
                     physical,
                     len: u32::from(len),
                     unwritten,
                 });
-                if out.len() > 1 << 24 {
+                if out.len() > MAX_EXTENTS {
                     return Err(self.corrupt(Some(ino), "too many extents"));
                 }
             } else {
@@ -662,7 +679,10 @@ impl Ext4 {
                 && last.len < u32::MAX
             {
                 last.len += 1;
-                return;
+                return true;
+            }
+            if out.len() >= MAX_EXTENTS {
+                return false;
             }
             out.push(Extent {
                 logical,
@@ -670,6 +690,7 @@ impl Ext4 {
                 len: 1,
                 unwritten: false,
             });
+            true
         };
         // (pointer block, logical base, level) walk; level 0 = data block.
         let ptr = |i: usize| u64::from(le32(&inode.block, i * 4));
@@ -680,7 +701,9 @@ impl Ext4 {
             let p = ptr(i as usize);
             if p != 0 {
                 self.check_block(inode.ino, p)?;
-                push(i, p, out);
+                if !push(i, p, out) {
+                    return Err(self.corrupt(Some(inode.ino), "too many extents"));
+                }
             }
         }
         let mut base = 12u64;
@@ -723,7 +746,7 @@ impl Ext4 {
         level: u32,
         base: u64,
         nblocks: u64,
-        push: &mut impl FnMut(u64, u64, &mut Vec<Extent>),
+        push: &mut impl FnMut(u64, u64, &mut Vec<Extent>) -> bool,
         out: &mut Vec<Extent>,
         budget: &mut u32,
     ) -> Result<(), Ext4Error> {
@@ -746,7 +769,9 @@ impl Ext4 {
             }
             if level == 1 {
                 self.check_block(ino, p)?;
-                push(logical, p, out);
+                if !push(logical, p, out) {
+                    return Err(self.corrupt(Some(ino), "too many extents"));
+                }
             } else {
                 self.walk_indirect(ino, p, level - 1, logical, nblocks, push, out, budget)?;
             }
