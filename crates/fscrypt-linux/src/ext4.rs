@@ -309,9 +309,10 @@ fn le32(b: &[u8], off: usize) -> u32 {
 }
 
 impl Ext4 {
-    /// Open a device or image and read its superblock. The page cache of the
-    /// device is dropped first (`POSIX_FADV_DONTNEED`) so that data written
-    /// through the filesystem and synced is read from disk, not stale cache.
+    /// Open a device or image and read its superblock. The page cache of a
+    /// block device is dropped first (`POSIX_FADV_DONTNEED`) so that data
+    /// written through the filesystem and synced is read from disk, not
+    /// stale cache (an image file's cache is kept: it is coherent).
     ///
     /// # Errors
     /// [`Ext4Error::Io`], [`Ext4Error::NotExt4`], [`Ext4Error::Unsupported`]
@@ -322,7 +323,14 @@ impl Ext4 {
             offset: 0,
             source,
         })?;
-        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+        // Only a block device's cache can be stale; an image file's page
+        // cache is coherent, and keeping it makes repeated reads fast.
+        if file
+            .metadata()
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+        {
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+        }
         let mut buf = [0u8; 1024];
         file.read_exact_at(&mut buf, 1024)
             .map_err(|source| Ext4Error::Io {
