@@ -31,7 +31,9 @@ fn paths() -> &'static Paths {
         let dir = std::env::temp_dir();
         let pid = std::process::id();
         let key = dir.join(format!("fscrypt-fuzz-ext4-key-{pid}"));
-        let bytes: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(29).wrapping_add(3)).collect();
+        let bytes: Vec<u8> = (0..64u8)
+            .map(|i| i.wrapping_mul(29).wrapping_add(3))
+            .collect();
         std::fs::write(&key, bytes).expect("key file");
         Paths {
             image: dir.join(format!("fscrypt-fuzz-ext4-{pid}.img")),
