@@ -42,6 +42,12 @@ pub const EXT4_EXTENTS_FL: u32 = 0x0008_0000;
 pub const EXT4_INLINE_DATA_FL: u32 = 0x1000_0000;
 /// `EXT4_CASEFOLD_FL`.
 pub const EXT4_CASEFOLD_FL: u32 = 0x4000_0000;
+/// xattr name index `system.` (`EXT4_XATTR_INDEX_SYSTEM`): `system.data`
+/// holds the part of an inline-data inode that does not fit `i_block`.
+pub const EXT4_XATTR_INDEX_SYSTEM: u8 = 7;
+/// Most bytes of inline data an inode can hold (the whole inode record at
+/// the largest inode size, 64 KiB blocks).
+const MAX_INLINE_DATA: usize = 65536;
 /// xattr name index of the fscrypt context (`EXT4_XATTR_INDEX_ENCRYPTION`).
 pub const EXT4_XATTR_INDEX_ENCRYPTION: u8 = 9;
 /// xattr name of the fscrypt context.
@@ -55,6 +61,10 @@ const GOOD_OLD_INODE_SIZE: usize = 128;
 /// Most extent tree nodes read for one inode (≈ 1 GiB of 4 KiB index blocks
 /// would be far more than any real file needs: 2^16 leaves map ≥ 2^24 extents).
 const MAX_EXTENT_NODES: u32 = 1 << 16;
+/// Most extents (runs) one inode's mapping may have: 4 Mi runs (96 MiB of
+/// `Extent`s) covers a fully fragmented 16 GiB file of 4 KiB blocks; more
+/// is treated as corrupt rather than buffered.
+const MAX_EXTENTS: usize = 1 << 22;
 /// `INCOMPAT_RECOVER`: the journal needs recovery.
 pub const INCOMPAT_RECOVER: u32 = 0x0004;
 /// `INCOMPAT_INLINE_DATA`.
@@ -277,6 +287,9 @@ pub struct DirEntry {
     pub file_type: u8,
     /// The stored name bytes (ciphertext in encrypted directories).
     pub name: Vec<u8>,
+    /// `(hash, minor_hash)` stored after the name in encrypted casefolded
+    /// directories (SipHash of the plaintext casefolded name, spec §9).
+    pub hash: Option<(u32, u32)>,
 }
 
 /// An open ext4 filesystem image or block device (read only).
@@ -296,9 +309,10 @@ fn le32(b: &[u8], off: usize) -> u32 {
 }
 
 impl Ext4 {
-    /// Open a device or image and read its superblock. The page cache of the
-    /// device is dropped first (`POSIX_FADV_DONTNEED`) so that data written
-    /// through the filesystem and synced is read from disk, not stale cache.
+    /// Open a device or image and read its superblock. The page cache of a
+    /// block device is dropped first (`POSIX_FADV_DONTNEED`) so that data
+    /// written through the filesystem and synced is read from disk, not
+    /// stale cache (an image file's cache is kept: it is coherent).
     ///
     /// # Errors
     /// [`Ext4Error::Io`], [`Ext4Error::NotExt4`], [`Ext4Error::Unsupported`]
@@ -309,7 +323,14 @@ impl Ext4 {
             offset: 0,
             source,
         })?;
-        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+        // Only a block device's cache can be stale; an image file's page
+        // cache is coherent, and keeping it makes repeated reads fast.
+        if file
+            .metadata()
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+        {
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+        }
         let mut buf = [0u8; 1024];
         file.read_exact_at(&mut buf, 1024)
             .map_err(|source| Ext4Error::Io {
@@ -481,7 +502,16 @@ impl Ext4 {
         } else {
             0
         };
-        Ok(lo | (hi << 32))
+        let table = lo | (hi << 32);
+        let blocks = u64::from(self.sb.inodes_per_group) * u64::from(self.sb.inode_size)
+            / u64::from(self.sb.block_size).max(1);
+        if table == 0 || table.saturating_add(blocks) > self.sb.blocks_count {
+            return Err(self.corrupt(
+                None,
+                format!("group {group}: inode table at block {table} beyond the filesystem"),
+            ));
+        }
+        Ok(table)
     }
 
     /// Byte offset of inode `ino`'s on-disk record in the device.
@@ -612,13 +642,26 @@ impl Ext4 {
                 {
                     return Err(self.corrupt(Some(ino), "extent beyond the filesystem"));
                 }
+                let logical = u64::from(le32(e, 0));
+                // A tree is walked in order, so its extents come sorted and
+                // disjoint; anything else (e.g. an index naming one leaf
+                // many times) is refused at once instead of piling up.
+                if out
+                    .last()
+                    .is_some_and(|l: &Extent| l.logical + u64::from(l.len) > logical)
+                {
+                    return Err(self.corrupt(
+                        Some(ino),
+                        format!("extents out of order or overlapping at logical block {logical}"),
+                    ));
+                }
                 out.push(Extent {
-                    logical: u64::from(le32(e, 0)),
+                    logical,
                     physical,
                     len: u32::from(len),
                     unwritten,
                 });
-                if out.len() > 1 << 24 {
+                if out.len() > MAX_EXTENTS {
                     return Err(self.corrupt(Some(ino), "too many extents"));
                 }
             } else {
@@ -644,7 +687,10 @@ impl Ext4 {
                 && last.len < u32::MAX
             {
                 last.len += 1;
-                return;
+                return true;
+            }
+            if out.len() >= MAX_EXTENTS {
+                return false;
             }
             out.push(Extent {
                 logical,
@@ -652,6 +698,7 @@ impl Ext4 {
                 len: 1,
                 unwritten: false,
             });
+            true
         };
         // (pointer block, logical base, level) walk; level 0 = data block.
         let ptr = |i: usize| u64::from(le32(&inode.block, i * 4));
@@ -662,7 +709,9 @@ impl Ext4 {
             let p = ptr(i as usize);
             if p != 0 {
                 self.check_block(inode.ino, p)?;
-                push(i, p, out);
+                if !push(i, p, out) {
+                    return Err(self.corrupt(Some(inode.ino), "too many extents"));
+                }
             }
         }
         let mut base = 12u64;
@@ -705,7 +754,7 @@ impl Ext4 {
         level: u32,
         base: u64,
         nblocks: u64,
-        push: &mut impl FnMut(u64, u64, &mut Vec<Extent>),
+        push: &mut impl FnMut(u64, u64, &mut Vec<Extent>) -> bool,
         out: &mut Vec<Extent>,
         budget: &mut u32,
     ) -> Result<(), Ext4Error> {
@@ -728,7 +777,9 @@ impl Ext4 {
             }
             if level == 1 {
                 self.check_block(ino, p)?;
-                push(logical, p, out);
+                if !push(logical, p, out) {
+                    return Err(self.corrupt(Some(ino), "too many extents"));
+                }
             } else {
                 self.walk_indirect(ino, p, level - 1, logical, nblocks, push, out, budget)?;
             }
@@ -856,6 +907,19 @@ impl Ext4 {
         if inode.kind() != InodeKind::Directory {
             return Err(self.corrupt(Some(inode.ino), "not a directory"));
         }
+        // Encrypted casefolded directories store each name's hash after it.
+        let hashed = inode.is_encrypted() && inode.flags & EXT4_CASEFOLD_FL != 0;
+        if inode.flags & EXT4_INLINE_DATA_FL != 0 {
+            // `i_block`: the parent's inode number (4 bytes), then entries
+            // filling the other 56 bytes; `system.data`: more entries
+            // filling its whole value.
+            let mut out = Vec::new();
+            self.parse_dir_block(inode.ino, hashed, &inode.block[4..], &mut out)?;
+            if let Some(more) = self.xattr(inode, EXT4_XATTR_INDEX_SYSTEM, b"data")? {
+                self.parse_dir_block(inode.ino, hashed, &more, &mut out)?;
+            }
+            return Ok(out);
+        }
         let bs = self.sb.block_size as usize;
         let extents = self.extents(inode)?;
         let mut out = Vec::new();
@@ -866,7 +930,7 @@ impl Ext4 {
             }
             for i in 0..u64::from(e.len) {
                 self.read_blocks(e.physical + i, &mut buf)?;
-                self.parse_dir_block(inode.ino, &buf, &mut out)?;
+                self.parse_dir_block(inode.ino, hashed, &buf, &mut out)?;
             }
         }
         Ok(out)
@@ -875,6 +939,7 @@ impl Ext4 {
     fn parse_dir_block(
         &self,
         ino: u32,
+        hashed: bool,
         b: &[u8],
         out: &mut Vec<DirEntry>,
     ) -> Result<(), Ext4Error> {
@@ -895,15 +960,61 @@ impl Ext4 {
             }
             let name = &b[off + 8..off + 8 + name_len];
             if d_ino != 0 && name_len > 0 && name != b"." && name != b".." {
+                let hash = if hashed {
+                    // `ext4_dir_entry_hash`: right after the name, 4-aligned.
+                    let h = (off + 8 + name_len + 3) & !3;
+                    if h + 8 > off + rec_len {
+                        return Err(self.corrupt(
+                            Some(ino),
+                            format!("directory entry at offset {off} lacks its stored hash"),
+                        ));
+                    }
+                    Some((le32(b, h), le32(b, h + 4)))
+                } else {
+                    None
+                };
                 out.push(DirEntry {
                     ino: d_ino,
                     file_type,
                     name: name.to_vec(),
+                    hash,
                 });
             }
             off += rec_len;
         }
         Ok(())
+    }
+
+    /// The contents of an inline-data inode (`EXT4_INLINE_DATA_FL`): the 60
+    /// bytes of `i_block` followed by the `system.data` xattr, cut to
+    /// `i_size`.
+    ///
+    /// # Errors
+    /// [`Ext4Error::Corrupt`] for a size beyond what the inode holds (or
+    /// an inode without inline data), and as [`Ext4::xattr`].
+    pub fn inline_data(&self, inode: &Inode) -> Result<Vec<u8>, Ext4Error> {
+        if inode.flags & EXT4_INLINE_DATA_FL == 0 {
+            return Err(self.corrupt(Some(inode.ino), "no inline data"));
+        }
+        let mut data = inode.block.to_vec();
+        if let Some(more) = self.xattr(inode, EXT4_XATTR_INDEX_SYSTEM, b"data")? {
+            data.extend_from_slice(&more);
+        }
+        let size = usize::try_from(inode.size)
+            .ok()
+            .filter(|&s| s <= data.len() && s <= MAX_INLINE_DATA)
+            .ok_or_else(|| {
+                self.corrupt(
+                    Some(inode.ino),
+                    format!(
+                        "inline data size {} above the {} bytes stored",
+                        inode.size,
+                        data.len()
+                    ),
+                )
+            })?;
+        data.truncate(size);
+        Ok(data)
     }
 
     /// The stored target bytes of a symlink: the 60-byte `i_block` area of a
@@ -924,6 +1035,9 @@ impl Ext4 {
         } else {
             0
         };
+        if inode.flags & EXT4_INLINE_DATA_FL != 0 {
+            return self.inline_data(inode);
+        }
         let fast = inode.flags & EXT4_EXTENTS_FL == 0 && inode.blocks <= xattr_sectors;
         if fast {
             return Ok(inode.block.to_vec());

@@ -13,8 +13,11 @@
 //! Names are shown as the kernel shows them: decrypted where the
 //! directory's key is given, the kernel's no-key names otherwise
 //! (`fscrypt::hooks`), unencrypted directories as stored. Not yet
-//! supported: casefolded and inline-data directories, inline-data files,
-//! journal replay (an image needing recovery is refused).
+//! supported: journal replay (an image needing recovery is refused).
+//! Casefolded encrypted directories are listed (no-key names from the
+//! SipHash stored in each entry); lookups there match the stored name
+//! exactly, not case-insensitively. Inline data is read for unencrypted
+//! objects; ext4 never stores encrypted ones inline.
 
 pub mod dirhash;
 pub mod extract;
@@ -380,21 +383,19 @@ impl Image {
         if dir.kind() != InodeKind::Directory {
             return Err(ImageError::NotADirectory(shown.to_string()));
         }
-        if dir.inode.flags & EXT4_INLINE_DATA_FL != 0 {
-            return Err(ImageError::Unsupported {
+        if dir.inode.flags & EXT4_INLINE_DATA_FL != 0 && dir.inode.is_encrypted() {
+            // ext4 converts inline data before it sets a context and never
+            // stores encrypted objects inline (`ext4_set_context`).
+            return Err(ImageError::Corrupt {
                 path: shown.to_string(),
-                what: "an inline-data directory".into(),
-            });
-        }
-        if dir.inode.is_encrypted() && dir.inode.flags & EXT4_CASEFOLD_FL != 0 {
-            return Err(ImageError::Unsupported {
-                path: shown.to_string(),
-                what: "a casefolded encrypted directory".into(),
+                what: "an encrypted directory with inline data (ext4 never stores one)".into(),
             });
         }
         let raw = self.fs.dir_entries(&dir.inode)?;
         let hash = match &dir.crypt {
-            Crypt::Locked { .. } => self.readdir_hash(dir)?,
+            Crypt::Locked { .. } if dir.inode.flags & EXT4_CASEFOLD_FL == 0 => {
+                self.readdir_hash(dir)?
+            }
             _ => None,
         };
         let seed = self.fs.superblock().hash_seed;
@@ -406,8 +407,12 @@ impl Image {
                     hooks::present_entry(Some(crypt), &d.name, 0, 0).map(|n| (n.to_vec(), false))
                 }
                 Crypt::Locked { .. } => {
-                    let (h, m) = hash
-                        .and_then(|v| dirhash::ext4_dirhash(&d.name, v, &seed))
+                    // Casefolded: the stored SipHash (the kernel's no-key
+                    // name carries it); else the htree hash of the
+                    // ciphertext, or 0 for linear directories.
+                    let (h, m) = d
+                        .hash
+                        .or_else(|| hash.and_then(|v| dirhash::ext4_dirhash(&d.name, v, &seed)))
                         .unwrap_or((0, 0));
                     hooks::present_entry(None, &d.name, h, m).map(|n| (n.to_vec(), true))
                 }
@@ -514,11 +519,10 @@ impl Image {
             path: shown.to_string(),
             what,
         };
-        if node.inode.flags & EXT4_INLINE_DATA_FL != 0 {
-            return Err(ImageError::Unsupported {
-                path: shown.to_string(),
-                what: "an inline-data symlink".into(),
-            });
+        if node.inode.flags & EXT4_INLINE_DATA_FL != 0 && node.inode.is_encrypted() {
+            return Err(corrupt(
+                "an encrypted symlink with inline data (ext4 never stores one)".into(),
+            ));
         }
         let area = self.fs.symlink_area(&node.inode)?;
         let len = usize::try_from(node.inode.size)

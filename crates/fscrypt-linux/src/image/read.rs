@@ -35,6 +35,8 @@ pub struct Contents<'a> {
     next_run: usize,
     done_in_run: u64,
     size: u64,
+    /// An inline-data file whose bytes (in `buf`) are not yet returned.
+    inline: bool,
     buf: Vec<u8>,
 }
 
@@ -43,7 +45,7 @@ impl<'a> Contents<'a> {
     ///
     /// # Errors
     /// [`ImageError::NoKey`] for an encrypted file whose key was not given,
-    /// [`ImageError::Unsupported`] for inline data, [`ImageError::Ext4`] for
+    /// [`ImageError::Corrupt`] for encrypted inline data, [`ImageError::Ext4`] for
     /// a corrupt block mapping.
     pub fn new(img: &'a Image, node: &'a Node, shown: &str) -> Result<Contents<'a>, ImageError> {
         if node.kind() != InodeKind::Regular {
@@ -58,13 +60,27 @@ impl<'a> Contents<'a> {
                 key: super::keys::policy_key(policy),
             });
         }
+        let fs = img.ext4();
         if node.inode.flags & EXT4_INLINE_DATA_FL != 0 {
-            return Err(ImageError::Unsupported {
-                path: shown.to_string(),
-                what: "a file with inline data".into(),
+            if node.inode.is_encrypted() {
+                // ext4 converts inline data before it sets a context.
+                return Err(ImageError::Corrupt {
+                    path: shown.to_string(),
+                    what: "an encrypted file with inline data (ext4 never stores one)".into(),
+                });
+            }
+            let buf = fs.inline_data(&node.inode)?;
+            return Ok(Contents {
+                img,
+                node,
+                runs: Vec::new(),
+                next_run: 0,
+                done_in_run: 0,
+                size: buf.len() as u64,
+                inline: !buf.is_empty(),
+                buf,
             });
         }
-        let fs = img.ext4();
         let bs = u64::from(fs.superblock().block_size);
         let size = node.inode.size;
         let nblocks = size.div_ceil(bs);
@@ -105,6 +121,7 @@ impl<'a> Contents<'a> {
             next_run: 0,
             done_in_run: 0,
             size,
+            inline: false,
             buf: Vec::new(),
         })
     }
@@ -120,6 +137,10 @@ impl<'a> Contents<'a> {
     /// [`ImageError::Ext4`] for a read failure, [`ImageError::Corrupt`] when
     /// decryption fails.
     pub fn next_piece(&mut self) -> Result<Option<Piece<'_>>, ImageError> {
+        if self.inline {
+            self.inline = false;
+            return Ok(Some(Piece::Data(&self.buf)));
+        }
         let fs = self.img.ext4();
         let bs = u64::from(fs.superblock().block_size);
         let Some(run) = self.runs.get(self.next_run).copied() else {
