@@ -8,6 +8,7 @@ command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v debugfs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
 command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
+command -v setfacl >/dev/null 2>&1 || need_apt+=(acl)
 # mkfs.ext4 (e2fsprogs), losetup/mount and setpriv (util-linux, for the
 # multi-user remove-key test) are used by the kernel tests.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)

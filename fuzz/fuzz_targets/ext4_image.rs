@@ -1,6 +1,6 @@
 //! The offline ext4 reader over arbitrary image bytes (issue 14): open the
 //! bytes as an image, walk the tree (bounded depth and entries), read
-//! files and symlinks — once without keys (no-key names) and once with the
+//! files, symlinks and xattrs — once without keys (no-key names) and once with the
 //! fixed key of the seed image (`scripts/fuzz-ext4-seed.sh`). Any error is
 //! fine; a panic, a hang or unbounded memory is a bug.
 //!
@@ -52,6 +52,7 @@ fn visit(img: &Image, node: &Node, shown: &str, depth: usize, b: &mut Budget) {
         return;
     }
     b.nodes += 1;
+    let _ = fscrypt_linux::image::xattrs::vfs_xattrs(img.ext4(), &node.inode);
     match node.kind() {
         InodeKind::Directory => {
             if depth >= MAX_DEPTH {

@@ -145,7 +145,93 @@ fn populate(enc: &Path, block_size: usize) {
     let deep = enc.join("a/b/c/d/e");
     std::fs::create_dir_all(&deep).expect("mkdir -p");
     std::fs::write(deep.join("deep file"), b"deep").expect("write");
+    add_xattrs(enc, block_size, ["f1", "f4096", "f0"], "a", "short-link");
     rustix::fs::sync();
+}
+
+/// xattrs on `root`'s tree as the kernel stores them: `user.*` of several
+/// sizes (in the inode, in the xattr block), a `trusted.*` one on a file
+/// and on a symlink, POSIX ACLs (access on a file and a directory, default
+/// on a directory) with `setfacl` (skipped loudly without it).
+fn add_xattrs(root: &Path, block_size: usize, files: [&str; 3], dir: &str, link: &str) {
+    let set = |rel: &str, name: &str, value: &[u8]| {
+        rustix::fs::lsetxattr(root.join(rel), name, value, rustix::fs::XattrFlags::empty())
+            .unwrap_or_else(|e| panic!("setxattr {rel} {name}: {e}"))
+    };
+    set(files[0], "user.s", b"1");
+    set(files[0], "user.medium", &[b'm'; 40]);
+    set(files[1], "user.big", &vec![b'B'; block_size / 2]);
+    set(files[1], "user.s2", b"x");
+    set(files[1], "trusted.t", b"trusted value");
+    set(dir, "user.dir", b"a directory's xattr");
+    set(".", "user.top", b"top");
+    set(link, "trusted.link", b"on a symlink");
+    for (args, rel) in [
+        (&["-m", "u:1234:rw,g:55:r"][..], files[2]),
+        (&["-m", "u:42:rwx"][..], dir),
+        (&["-d", "-m", "u:1234:rwx,g:7:rx"][..], dir),
+    ] {
+        match Command::new("setfacl")
+            .args(args)
+            .arg(root.join(rel))
+            .status()
+        {
+            Ok(st) => assert!(st.success(), "setfacl {args:?} {rel}"),
+            Err(e) => {
+                eprintln!("\n*** SKIPPING the POSIX ACL part: setfacl: {e} (install acl) ***\n");
+                break;
+            }
+        }
+    }
+}
+
+/// Every object's xattrs under `root` (itself as ""), as `listxattr` /
+/// `getxattr` show them, not following symlinks. `security.selinux` is
+/// left out (a label the destination filesystem may add by itself).
+fn xattr_tree(root: &Path) -> BTreeMap<String, BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let path = root.join(&rel);
+        let mut names = vec![0u8; 65536];
+        let n = rustix::fs::llistxattr(&path, &mut names[..]).expect("listxattr");
+        let mut attrs = BTreeMap::new();
+        for name in names[..n].split(|&c| c == 0).filter(|n| !n.is_empty()) {
+            let name = String::from_utf8(name.to_vec()).expect("utf-8 name");
+            if name == "security.selinux" {
+                continue;
+            }
+            let mut v = vec![0u8; 65536];
+            let k = rustix::fs::lgetxattr(&path, name.as_str(), &mut v[..]).expect("getxattr");
+            v.truncate(k);
+            attrs.insert(name, v);
+        }
+        out.insert(rel.to_string_lossy().into_owned(), attrs);
+        if std::fs::symlink_metadata(&path).expect("stat").is_dir() {
+            for e in std::fs::read_dir(&path).expect("read_dir") {
+                stack.push(rel.join(e.expect("entry").file_name()));
+            }
+        }
+    }
+    out
+}
+
+/// The extracted xattrs are the kernel's, object by object.
+fn assert_xattrs(kernel: &BTreeMap<String, BTreeMap<String, Vec<u8>>>, dest: &Path) {
+    let got = xattr_tree(dest);
+    assert!(
+        kernel.values().any(|a| a.contains_key("user.big")),
+        "the populate step set xattrs"
+    );
+    if Command::new("setfacl").arg("--version").output().is_ok() {
+        for acl in ["system.posix_acl_access", "system.posix_acl_default"] {
+            assert!(kernel.values().any(|a| a.contains_key(acl)), "{acl} set");
+        }
+    }
+    for (k, want) in kernel {
+        assert_eq!(got.get(k), Some(want), "xattrs of {k:?}");
+    }
+    assert_eq!(got.len(), kernel.len());
 }
 
 /// One kernel comparison: the filesystem and the policy the kernel applies.
@@ -175,7 +261,7 @@ const V1_DESC: &str = "0123456789abcdef";
 
 /// An unencrypted tree beside the encrypted one: with `-O inline_data` its
 /// small files, directories and symlinks are stored in their inodes.
-fn populate_plain(plain: &Path) {
+fn populate_plain(plain: &Path, block_size: usize) {
     std::fs::create_dir(plain).expect("mkdir");
     std::fs::write(plain.join("readme"), b"unencrypted").expect("write");
     std::fs::create_dir(plain.join("sub")).expect("mkdir");
@@ -188,6 +274,13 @@ fn populate_plain(plain: &Path) {
     std::fs::write(plain.join("big"), vec![b'b'; 10_000]).expect("write");
     std::os::unix::fs::symlink("t".repeat(100), plain.join("link-100")).expect("symlink");
     std::os::unix::fs::symlink("short", plain.join("link-short")).expect("symlink");
+    add_xattrs(
+        plain,
+        block_size,
+        ["big", "sub/x", "edge-of-inline"],
+        "sub",
+        "link-short",
+    );
     rustix::fs::sync();
 }
 
@@ -286,9 +379,11 @@ fn run_case(c: &Case) {
         ok(&args);
     }
     populate(&enc, block_size);
-    populate_plain(&mnt.join("plain"));
+    populate_plain(&mnt.join("plain"), block_size);
     let (kernel, inos) = walk(&enc, true);
     let (plain_kernel, _) = walk(&mnt.join("plain"), true);
+    let kernel_xattrs = xattr_tree(&enc);
+    let plain_xattrs = xattr_tree(&mnt.join("plain"));
     let readme_ino = std::fs::metadata(mnt.join("plain/readme"))
         .expect("stat")
         .ino() as u32;
@@ -323,6 +418,7 @@ fn run_case(c: &Case) {
         plain_kernel,
         "plain tree extracted"
     );
+    assert_xattrs(&plain_xattrs, &plain_dest);
 
     // info: the encrypted directory, its key matched.
     let info = String::from_utf8(ok(&["image", "info", img, "--key-file", p(&kf), "--json"]))
@@ -384,6 +480,7 @@ fn run_case(c: &Case) {
         "-q",
     ]);
     let (got, got_inos) = walk(&dest, true);
+    assert_xattrs(&kernel_xattrs, &dest);
     assert_eq!(got.len(), kernel.len());
     for (k, v) in &kernel {
         assert_eq!(got.get(k), Some(v), "{k}");

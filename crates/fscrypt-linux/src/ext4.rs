@@ -52,6 +52,13 @@ const MAX_INLINE_DATA: usize = 65536;
 pub const EXT4_XATTR_INDEX_ENCRYPTION: u8 = 9;
 /// xattr name of the fscrypt context.
 pub const EXT4_XATTR_NAME_ENCRYPTION_CONTEXT: &[u8] = b"c";
+/// `EXT4_EA_INODE_FL`: the inode holds one large xattr value.
+pub const EXT4_EA_INODE_FL: u32 = 0x0020_0000;
+/// Largest xattr value the kernel accepts (`XATTR_SIZE_MAX`).
+pub const XATTR_SIZE_MAX: usize = 65536;
+/// Most xattr entries read for one inode (in-inode area and block
+/// together): more than a 64 KiB block of minimal entries could hold.
+pub const MAX_XATTR_ENTRIES: usize = 8192;
 /// Size of `i_block` (60 bytes): the inline area of fast symlinks.
 pub const EXT4_N_BLOCKS_BYTES: usize = 60;
 
@@ -262,6 +269,41 @@ impl Inode {
             let new = le32(&self.block, 4);
             ((new & 0xFFF00) >> 8, (new & 0xFF) | ((new >> 12) & 0xFFF00))
         }
+    }
+}
+
+/// One stored extended attribute (see [`Ext4::xattrs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Xattr {
+    /// The name index (`e_name_index`): 1 `user.`, 2 POSIX access ACL,
+    /// 3 POSIX default ACL, 4 `trusted.`, 6 `security.`, 7 `system.`,
+    /// 8 `system.richacl`, 9 the fscrypt context, …
+    pub index: u8,
+    /// The name without its prefix.
+    pub name: Vec<u8>,
+    /// The value as stored (ext4's compact format for POSIX ACLs).
+    pub value: Vec<u8>,
+}
+
+impl Xattr {
+    /// The full name the kernel shows (`listxattr`), or `None` for what it
+    /// never shows as an xattr: the fscrypt context (index 9),
+    /// `system.data` (inline data) and unknown indexes.
+    pub fn vfs_name(&self) -> Option<Vec<u8>> {
+        let prefix: &[u8] = match self.index {
+            1 => b"user.",
+            2 if self.name.is_empty() => return Some(b"system.posix_acl_access".to_vec()),
+            3 if self.name.is_empty() => return Some(b"system.posix_acl_default".to_vec()),
+            4 => b"trusted.",
+            6 => b"security.",
+            7 if self.name == b"data" => return None,
+            7 => b"system.",
+            8 if self.name.is_empty() => return Some(b"system.richacl".to_vec()),
+            _ => return None,
+        };
+        let mut n = prefix.to_vec();
+        n.extend_from_slice(&self.name);
+        Some(n)
     }
 }
 
@@ -883,6 +925,111 @@ impl Ext4 {
             off = (name_end + 3) & !3;
         }
         Ok(None)
+    }
+
+    /// Every extended attribute of `inode`: the in-inode area first, then
+    /// the xattr block, in stored order. Values kept in an EA inode
+    /// (`ea_inode` feature) are read from it, at most
+    /// [`XATTR_SIZE_MAX`] bytes. Name indexes are kept as stored (see
+    /// [`Xattr::vfs_name`] for the names the kernel shows).
+    ///
+    /// # Errors
+    /// [`Ext4Error::Corrupt`] for malformed xattr areas (an entry or value
+    /// out of bounds, more than [`MAX_XATTR_ENTRIES`] entries, a bad EA
+    /// inode), [`Ext4Error::Io`].
+    pub fn xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>, Ext4Error> {
+        let mut out = Vec::new();
+        let isz = inode.raw.len();
+        if isz > GOOD_OLD_INODE_SIZE + 2 {
+            let extra = le16(&inode.raw, 0x80) as usize;
+            let start = GOOD_OLD_INODE_SIZE + extra;
+            if start + 4 <= isz && le32(&inode.raw, start) == XATTR_MAGIC {
+                let area = &inode.raw[start + 4..];
+                self.list_xattrs(inode.ino, area, 0, area, &mut out)?;
+            }
+        }
+        if inode.file_acl != 0 {
+            self.check_block(inode.ino, inode.file_acl)?;
+            let blk = self.read_block_vec(inode.file_acl)?;
+            if le32(&blk, 0) != XATTR_MAGIC {
+                return Err(self.corrupt(Some(inode.ino), "bad xattr block magic"));
+            }
+            self.list_xattrs(inode.ino, &blk, 32, &blk, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Append the entries of `region[start..]` to `out` (values at offsets
+    /// relative to `value_base`).
+    fn list_xattrs(
+        &self,
+        ino: u32,
+        region: &[u8],
+        start: usize,
+        value_base: &[u8],
+        out: &mut Vec<Xattr>,
+    ) -> Result<(), Ext4Error> {
+        let mut off = start;
+        while off + 4 <= region.len() && le32(region, off) != 0 {
+            if out.len() >= MAX_XATTR_ENTRIES {
+                return Err(self.corrupt(Some(ino), "too many xattr entries"));
+            }
+            if off + 16 > region.len() {
+                return Err(self.corrupt(Some(ino), "xattr entry overflows its area"));
+            }
+            let name_len = region[off] as usize;
+            let index = region[off + 1];
+            let value_offs = le16(region, off + 2) as usize;
+            let value_inum = le32(region, off + 4);
+            let value_size = le32(region, off + 8) as usize;
+            let name_end = off + 16 + name_len;
+            if name_end > region.len() {
+                return Err(self.corrupt(Some(ino), "xattr name overflows its area"));
+            }
+            let name = region[off + 16..name_end].to_vec();
+            let value = if value_inum != 0 {
+                self.ea_inode_value(ino, value_inum, value_size)?
+            } else {
+                value_base
+                    .get(value_offs..value_offs.saturating_add(value_size))
+                    .ok_or_else(|| self.corrupt(Some(ino), "xattr value out of bounds"))?
+                    .to_vec()
+            };
+            out.push(Xattr { index, name, value });
+            off = (name_end + 3) & !3;
+        }
+        Ok(())
+    }
+
+    /// The value of an xattr of inode `ino` stored in EA inode `inum`.
+    fn ea_inode_value(&self, ino: u32, inum: u32, size: usize) -> Result<Vec<u8>, Ext4Error> {
+        if size > XATTR_SIZE_MAX {
+            return Err(self.corrupt(Some(ino), format!("xattr value of {size} bytes")));
+        }
+        let ea = self.read_inode(inum)?;
+        if ea.flags & EXT4_EA_INODE_FL == 0
+            || ea.kind() != InodeKind::Regular
+            || ea.size != size as u64
+            || ea.flags & EXT4_INLINE_DATA_FL != 0
+        {
+            return Err(self.corrupt(
+                Some(ino),
+                format!("xattr value inode {inum} is not an EA inode of {size} bytes"),
+            ));
+        }
+        let extents = self.extents(&ea)?;
+        let bs = self.sb.block_size as usize;
+        let mut v = Vec::with_capacity(size);
+        let mut lblk = 0u64;
+        while v.len() < size {
+            match self.read_logical_block(&extents, lblk)? {
+                Some(b) => v.extend_from_slice(&b),
+                None => v.resize(v.len() + bs, 0),
+            }
+            lblk += 1;
+        }
+        v.truncate(size);
+        Ok(v)
     }
 
     /// The fscrypt context xattr (index 9, name `"c"`), if any (spec §11.1).

@@ -1,6 +1,7 @@
 //! Extract a tree from an image: regular files (sparse holes kept sparse),
 //! directories, symlinks, hard links as links, special files, with modes,
-//! owners and timestamps. Each file is written under a temporary name and
+//! owners, timestamps and xattrs (`user.*` and POSIX ACLs always,
+//! `trusted.*` and `security.*` with [`Options::privileged_xattrs`]). Each file is written under a temporary name and
 //! renamed into place. Objects without their key are reported and skipped:
 //! nothing is ever written as ciphertext under a plaintext name.
 
@@ -22,6 +23,9 @@ use crate::ext4::InodeKind;
 pub struct Options {
     /// Restore owners (needs root).
     pub owners: bool,
+    /// Also restore `trusted.*` and `security.*` xattrs (needs root);
+    /// `user.*` and POSIX ACLs are always restored.
+    pub privileged_xattrs: bool,
 }
 
 /// Progress so far, for a progress display.
@@ -48,6 +52,8 @@ pub struct Report {
     pub special: u64,
     /// File bytes (holes included).
     pub bytes: u64,
+    /// Extended attributes set.
+    pub xattrs: u64,
     /// Objects skipped because their key was not given: (shown path, reason).
     pub skipped: Vec<(String, String)>,
     /// Objects that could not be extracted: (shown path, error).
@@ -110,7 +116,49 @@ impl Walk<'_> {
         });
     }
 
-    fn set_meta(&self, node: &Node, path: &Path) -> Result<(), ImageError> {
+    /// Set the xattrs of `node` on `path` (not following a symlink). A
+    /// failure is recorded for that object (`shown`) and the others are
+    /// still set.
+    fn set_xattrs(&mut self, node: &Node, shown: &str, path: &Path) {
+        let (list, errors) = match super::xattrs::vfs_xattrs(self.img.ext4(), &node.inode) {
+            Ok(x) => x,
+            Err(e) => {
+                self.report
+                    .errors
+                    .push((shown.to_string(), format!("xattrs not restored: {e}")));
+                return;
+            }
+        };
+        for e in errors {
+            self.report.errors.push((shown.to_string(), e));
+        }
+        for (name, value) in list {
+            if !self.opts.privileged_xattrs
+                && (name.starts_with(b"trusted.") || name.starts_with(b"security."))
+            {
+                continue;
+            }
+            let r = rustix::fs::lsetxattr(
+                path,
+                OsStr::from_bytes(&name),
+                &value,
+                rustix::fs::XattrFlags::empty(),
+            );
+            match r {
+                Ok(()) => self.report.xattrs += 1,
+                Err(e) => self.report.errors.push((
+                    shown.to_string(),
+                    format!(
+                        "xattr {} not restored: {}",
+                        String::from_utf8_lossy(&name),
+                        std::io::Error::from(e)
+                    ),
+                )),
+            }
+        }
+    }
+
+    fn set_meta(&mut self, node: &Node, shown: &str, path: &Path) -> Result<(), ImageError> {
         let i = &node.inode;
         let nofollow = AtFlags::SYMLINK_NOFOLLOW;
         if self.opts.owners {
@@ -123,6 +171,9 @@ impl Walk<'_> {
             )
             .map_err(|e| io(path)(e.into()))?;
         }
+        // After chown (which clears `security.capability`), before chmod
+        // (an access ACL also sets the mode; chmod then keeps both).
+        self.set_xattrs(node, shown, path);
         if node.kind() != InodeKind::Symlink {
             rustix::fs::chmodat(
                 CWD,
@@ -162,7 +213,7 @@ impl Walk<'_> {
                 let tmp = temp_name(dest);
                 std::os::unix::fs::symlink(OsStr::from_bytes(&target), &tmp).map_err(io(&tmp))?;
                 let r = self
-                    .set_meta(node, &tmp)
+                    .set_meta(node, shown, &tmp)
                     .and_then(|()| std::fs::rename(&tmp, dest).map_err(io(dest)));
                 if r.is_err() {
                     let _ = std::fs::remove_file(&tmp);
@@ -171,11 +222,11 @@ impl Walk<'_> {
                 self.report.symlinks += 1;
                 Ok(())
             }
-            InodeKind::Other => self.special(node, dest),
+            InodeKind::Other => self.special(node, shown, dest),
         }
     }
 
-    fn special(&mut self, node: &Node, dest: &Path) -> Result<(), ImageError> {
+    fn special(&mut self, node: &Node, shown: &str, dest: &Path) -> Result<(), ImageError> {
         let mode = u32::from(node.inode.mode);
         let ft = rustix::fs::FileType::from_raw_mode(mode);
         let (major, minor) = node.inode.device_number();
@@ -189,7 +240,7 @@ impl Walk<'_> {
         )
         .map_err(|e| io(&tmp)(e.into()))?;
         let r = self
-            .set_meta(node, &tmp)
+            .set_meta(node, shown, &tmp)
             .and_then(|()| std::fs::rename(&tmp, dest).map_err(io(dest)));
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -223,7 +274,7 @@ impl Walk<'_> {
         let r = self.write_contents(&mut contents, &f, &tmp);
         let r = r
             .and_then(|()| f.sync_data().map_err(io(&tmp)))
-            .and_then(|()| self.set_meta(node, &tmp))
+            .and_then(|()| self.set_meta(node, shown, &tmp))
             .and_then(|()| std::fs::rename(&tmp, dest).map_err(io(dest)));
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -323,7 +374,7 @@ impl Walk<'_> {
                 self.report.errors.push((child_shown, e.to_string()));
             }
         }
-        self.set_meta(node, dest)
+        self.set_meta(node, shown, dest)
     }
 }
 

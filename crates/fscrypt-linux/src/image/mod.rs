@@ -23,6 +23,7 @@ pub mod dirhash;
 pub mod extract;
 pub mod keys;
 pub mod read;
+pub mod xattrs;
 
 use std::path::{Path, PathBuf};
 

@@ -14,8 +14,9 @@ use fscrypt_linux::image::extract::{self, Options, Progress};
     long_about = "Copy PATH (default: the whole filesystem) out of the image to DEST: a \
                   directory becomes DEST (created, or an existing directory), anything else is \
                   written at DEST (or DEST/NAME when DEST is a directory). Contents, symlinks, \
-                  hard links (as links), special files, modes, timestamps and, as root, owners \
-                  are restored; holes stay holes. Each file is written under a temporary name \
+                  hard links (as links), special files, modes, timestamps, user xattrs, POSIX \
+                  ACLs and, as root, owners and trusted/security xattrs are restored (a failure \
+                  to set one is reported for that object); holes stay holes. Each file is written under a temporary name \
                   and renamed into place. Objects whose key was not given are reported and \
                   skipped, never written as ciphertext. Exit status 1 if anything was skipped \
                   or failed."
@@ -71,8 +72,10 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             p.bytes as f64 / 1048576.0 / secs
         ));
     };
+    let root = rustix::process::geteuid().is_root();
     let opts = Options {
-        owners: rustix::process::geteuid().is_root(),
+        owners: root,
+        privileged_xattrs: root,
     };
     let report = extract::extract(&img, &node, &shown, &dest, opts, &mut progress)?;
     bar.finish_and_clear();
@@ -85,13 +88,14 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     if !args.quiet {
         eprintln!(
             "extracted {} files, {} directories, {} symlinks, {} hard links, {} special files, \
-             {} bytes; {} skipped, {} errors",
+             {} bytes, {} xattrs; {} skipped, {} errors",
             report.files,
             report.dirs,
             report.symlinks,
             report.hard_links,
             report.special,
             report.bytes,
+            report.xattrs,
             report.skipped.len(),
             report.errors.len()
         );
