@@ -20,7 +20,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use fscrypt_linux::ext4::{EXT4_INLINE_DATA_FL, Ext4};
+use fscrypt_linux::ext4::{EXT4_EXTENTS_FL, EXT4_INLINE_DATA_FL, Ext4};
 use test_support::TempDir;
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
 
@@ -70,7 +70,41 @@ fn key64(seed: u8) -> Vec<u8> {
 enum Obj {
     Dir,
     File(Vec<u8>),
+    /// A file too large to read whole (sparse): its size and its non-zero
+    /// 4 KiB chunks, found with SEEK_DATA/SEEK_HOLE.
+    Sparse(u64, BTreeMap<u64, Vec<u8>>),
     Link(Vec<u8>),
+}
+
+/// Files above this are compared by their data segments only.
+const READ_WHOLE_MAX: u64 = 256 << 20;
+
+/// `Obj::Sparse` of `path`: only the data segments are read.
+fn sparse_obj(path: &Path) -> Obj {
+    use rustix::fs::SeekFrom;
+    let f = std::fs::File::open(path).expect("open");
+    let size = f.metadata().expect("stat").len();
+    let mut chunks = BTreeMap::new();
+    let mut off = 0u64;
+    while off < size {
+        let data = match rustix::fs::seek(&f, SeekFrom::Data(off)) {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => panic!("SEEK_DATA: {e}"),
+        };
+        let hole = rustix::fs::seek(&f, SeekFrom::Hole(data)).expect("SEEK_HOLE");
+        let mut pos = data & !4095;
+        while pos < hole {
+            let mut b = vec![0u8; 4096.min(size - pos) as usize];
+            f.read_exact_at(&mut b, pos).expect("read");
+            if b.iter().any(|&c| c != 0) {
+                chunks.insert(pos, b);
+            }
+            pos += 4096;
+        }
+        off = hole;
+    }
+    Obj::Sparse(size, chunks)
 }
 
 /// Walk `root` recursively: relative path → object, plus (path, ino) of
@@ -99,6 +133,10 @@ fn walk(root: &Path, read: bool) -> (BTreeMap<String, Obj>, Vec<(String, u64)>) 
                 )
             } else {
                 inos.push((key.clone(), m.ino()));
+                if read && m.len() > READ_WHOLE_MAX {
+                    out.insert(key, sparse_obj(&e.path()));
+                    continue;
+                }
                 Obj::File(if read {
                     std::fs::read(e.path()).expect("read")
                 } else {
@@ -145,9 +183,27 @@ fn populate(enc: &Path, block_size: usize) {
     let deep = enc.join("a/b/c/d/e");
     std::fs::create_dir_all(&deep).expect("mkdir -p");
     std::fs::write(deep.join("deep file"), b"deep").expect("write");
+    // A deep extent tree: one block every other block, 1500 extents (a
+    // 4 KiB inode root holds 4, a leaf 340: depth 2), or a deep block map.
+    let frag = std::fs::File::create(enc.join("frag")).expect("create");
+    let mut blk = vec![0u8; block_size];
+    for k in 0..FRAG_EXTENTS {
+        blk.fill((k % 251) as u8 + 1);
+        blk[..8].copy_from_slice(&k.to_le_bytes());
+        frag.write_all_at(&blk, 2 * k * block_size as u64)
+            .expect("write");
+    }
+    // Data beyond 4 GiB: 32-bit logical block and offset arithmetic.
+    let huge = std::fs::File::create(enc.join("huge")).expect("create");
+    huge.write_all_at(b"beyond 4 GiB", HUGE_AT).expect("write");
     add_xattrs(enc, block_size, ["f1", "f4096", "f0"], "a", "short-link");
     rustix::fs::sync();
 }
+
+/// Extents of `/enc/frag` (one block every other block).
+const FRAG_EXTENTS: u64 = 1500;
+/// Where `/enc/huge` has its only data: 5 GiB + 3 KiB.
+const HUGE_AT: u64 = (5 << 30) + 3072;
 
 /// xattrs on `root`'s tree as the kernel stores them: `user.*` of several
 /// sizes (in the inode, in the xattr block), a `trusted.*` one on a file
@@ -402,6 +458,29 @@ fn run_case(c: &Case) {
             assert!(!inline(*ino as u32), "encrypted files are never inline");
         }
     }
+    {
+        // /enc/frag: an extent tree of depth ≥ 2 (or a block map using
+        // its double indirect block).
+        let disk = Ext4::open(&image).expect("open");
+        let frag = inos.iter().find(|(p, _)| p == "frag").expect("frag").1 as u32;
+        let inode = disk.read_inode(frag).expect("inode");
+        let block_map = c.mkfs.iter().any(|o| o.contains("^extent"));
+        assert_eq!(
+            inode.flags & EXT4_EXTENTS_FL == 0,
+            block_map,
+            "frag mapping"
+        );
+        if inode.flags & EXT4_EXTENTS_FL != 0 {
+            let depth = u16::from_le_bytes([inode.block[6], inode.block[7]]);
+            assert!(depth >= 2, "frag extent tree depth {depth}");
+        } else {
+            assert_ne!(&inode.block[52..56], &[0; 4], "double indirect block used");
+        }
+        assert_eq!(
+            disk.extents(&inode).expect("extents").len() as u64,
+            FRAG_EXTENTS
+        );
+    }
 
     // The unencrypted tree: listed and extracted as the kernel shows it.
     let mut listed: Vec<String> = String::from_utf8(ok(&["image", "ls", img, "/plain", "-R"]))
@@ -454,6 +533,7 @@ fn run_case(c: &Case) {
         "f4097",
         "multi",
         "sparse",
+        "frag",
         "a/b/c/d/e/deep file",
     ] {
         let got = ok(&[
@@ -488,6 +568,17 @@ fn run_case(c: &Case) {
     let ino_of = |list: &[(String, u64)], n: &str| list.iter().find(|(p, _)| p == n).map(|x| x.1);
     assert_eq!(ino_of(&got_inos, "hardlink"), ino_of(&got_inos, "f4097"));
     assert_eq!(ino_of(&inos, "hardlink"), ino_of(&inos, "f4097"));
+    // The file with data beyond 4 GiB stays sparse: one data segment, at
+    // its only block.
+    let hm = std::fs::metadata(dest.join("huge")).expect("stat");
+    assert_eq!(hm.len(), HUGE_AT + 12);
+    assert!(hm.blocks() * 512 < 1 << 20, "huge: {} blocks", hm.blocks());
+    let hf = std::fs::File::open(dest.join("huge")).expect("open");
+    let first = rustix::fs::seek(&hf, rustix::fs::SeekFrom::Data(0)).expect("SEEK_DATA");
+    assert!(
+        first >= HUGE_AT - (HUGE_AT % 4096) - 65536,
+        "first data at {first}"
+    );
     let sm = std::fs::metadata(dest.join("sparse")).expect("stat");
     assert_eq!(sm.len(), 8 << 20);
     assert!(
@@ -802,6 +893,27 @@ fn offline_1k() {
         &["-b", "1024", "-O", "encrypt,stable_inodes"],
         1024,
     );
+}
+
+/// Block maps instead of extents (`-O ^extent`, ext3-style, 1 KiB blocks):
+/// `frag` uses the double indirect block, `huge` the triple one.
+#[test]
+fn offline_block_map() {
+    run_case(&Case {
+        test: "offline_block_map",
+        mkfs: &[
+            "-b",
+            "1024",
+            "-O",
+            "encrypt,stable_inodes,^extent,^64bit,^flex_bg",
+        ],
+        block_size: 1024,
+        policy: &[],
+        v1: false,
+        optional: false,
+        corrupt: false,
+        casefold: false,
+    });
 }
 
 // One case per policy this kernel accepts (4 KiB blocks, the shared tree).
