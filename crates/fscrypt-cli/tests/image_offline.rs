@@ -507,6 +507,59 @@ fn run_case(c: &Case) {
     assert_eq!(v["encrypted_directories"][0]["path"], "/enc");
     assert_eq!(v["encrypted_directories"][0]["key"], id.as_str());
     assert_eq!(v["keys"][0]["matched"], true);
+    let policy = v["encrypted_directories"][0]["policy"]
+        .as_str()
+        .expect("policy")
+        .to_string();
+    assert!(!policy.is_empty());
+    // Two keys supplied, one of them used: info says which.
+    let info = ok(&[
+        "image",
+        "info",
+        img,
+        "--key-file",
+        p(&wrong),
+        "--key-file",
+        p(&kf),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&info).expect("json");
+    let keys = v["keys"].as_array().expect("keys");
+    assert_eq!(keys.len(), 2, "{v}");
+    for k in keys {
+        let want = k["file"] == p(&kf);
+        assert_eq!(k["matched"], want, "{k}");
+    }
+    let text = String::from_utf8(ok(&[
+        "image",
+        "info",
+        img,
+        "--key-file",
+        p(&wrong),
+        "--key-file",
+        p(&kf),
+    ]))
+    .expect("utf-8");
+    assert!(
+        text.contains(&format!("{}: identifier", p(&kf))) && text.contains(": matched"),
+        "{text}"
+    );
+    assert!(text.contains(": not used"), "{text}");
+    // ls -l: the policy of encrypted directories, locked without the key.
+    let enc_line = |keys: &[&str], dir: &str, name: &str| {
+        let mut args = vec!["image", "ls", img, dir, "-l"];
+        args.extend_from_slice(keys);
+        String::from_utf8(ok(&args))
+            .expect("utf-8")
+            .lines()
+            .find(|l| l.contains(&format!(" {name}  [")))
+            .unwrap_or_else(|| panic!("no policy shown for {dir}/{name}"))
+            .to_string()
+    };
+    let with = ["--key-file", p(&kf)];
+    assert!(enc_line(&with, "/", "enc").ends_with(&format!("[{policy}]")));
+    assert!(enc_line(&[], "/", "enc").ends_with(&format!("[{policy}, locked]")));
+    assert!(enc_line(&with, "/enc", "a").ends_with(&format!("[{policy}]")));
 
     // ls -R with the key: exactly the kernel's paths.
     let ls = ok(&["image", "ls", img, "/enc", "-R", "--key-file", p(&kf)]);
