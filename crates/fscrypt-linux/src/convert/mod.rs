@@ -286,6 +286,12 @@ pub fn work_dir_of(dir: &Path) -> Result<PathBuf> {
 /// [`ConvertError::MountPoint`], [`ConvertError::OpenFiles`],
 /// [`ConvertError::NoSpace`], [`ConvertError::NoInodes`], I/O errors.
 pub fn preflight(dir: &Path) -> Result<Scan> {
+    preflight_with(dir, true)
+}
+
+/// [`preflight`]; `space: false` skips the free-space check (the copy
+/// already exists).
+fn preflight_with(dir: &Path, space: bool) -> Result<Scan> {
     let (parent, _, canon) = split(dir)?;
     let st = rustix::fs::lstat(&canon).map_err(|e| io("stat", &canon, e))?;
     let pst = rustix::fs::stat(&parent).map_err(|e| io("stat", &parent, e))?;
@@ -308,19 +314,27 @@ pub fn preflight(dir: &Path) -> Result<Scan> {
     scan.allocated = st.st_blocks as u64 * 512;
     scan.inodes.insert(st.st_ino);
     scan_into(&fd, &canon, &mut scan)?;
-    let open = open_files(&canon, scan.dev, &scan.inodes);
-    if !open.is_empty() {
-        let mut list: Vec<String> = open.iter().take(5).cloned().collect();
-        if open.len() > 5 {
-            list.push(format!("and {} more", open.len() - 5));
-        }
-        return Err(ConvertError::OpenFiles {
-            dir: canon,
-            list: list.join(", "),
-        });
+    refuse_open_files(&canon, &scan)?;
+    if space {
+        check_space(&fd, &canon, &scan)?;
     }
-    check_space(&fd, &canon, &scan)?;
     Ok(scan)
+}
+
+/// [`ConvertError::OpenFiles`] when [`open_files`] finds any.
+fn refuse_open_files(dir: &Path, scan: &Scan) -> Result<()> {
+    let open = open_files(dir, scan.dev, &scan.inodes);
+    if open.is_empty() {
+        return Ok(());
+    }
+    let mut list: Vec<String> = open.iter().take(5).cloned().collect();
+    if open.len() > 5 {
+        list.push(format!("and {} more", open.len() - 5));
+    }
+    Err(ConvertError::OpenFiles {
+        dir: dir.to_path_buf(),
+        list: list.join(", "),
+    })
 }
 
 fn scan_into(fd: &OwnedFd, shown: &Path, scan: &mut Scan) -> Result<()> {
@@ -600,6 +614,7 @@ impl Conversion {
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<Summary> {
         let mut summary = Summary::default();
+        let mut scanned: Option<Scan> = None;
         if self.phase == Phase::Preparing {
             return Err(ConvertError::BadState {
                 path: self.work.clone(),
@@ -608,10 +623,12 @@ impl Conversion {
         }
         if self.phase == Phase::Copied && !self.exchanged() {
             // After a crash: make sure the copy still matches.
-            let scan = preflight(&self.dir)?;
+            let scan = preflight_with(&self.dir, false)?;
             summary.objects = scan.objects;
             summary.bytes = scan.bytes;
-            match self.verify(&scan, cancel, progress) {
+            let checked = self.verify(&scan, cancel, progress);
+            scanned = Some(scan);
+            match checked {
                 Ok(()) => {}
                 Err(ConvertError::Mismatch { .. }) => {
                     self.write_state(Phase::Prepared)?;
@@ -621,9 +638,6 @@ impl Conversion {
             }
         }
         if self.phase == Phase::Prepared {
-            let scan = preflight(&self.dir)?;
-            summary.objects = scan.objects;
-            summary.bytes = scan.bytes;
             let enc = self.encrypted_dir();
             let efd = open_dir_at(&self.work_fd, OsStr::new(ENCRYPTED), &enc)?;
             if crate::policy::get_policy(&enc).is_err() {
@@ -637,6 +651,9 @@ impl Conversion {
                 remove_tree(&efd, &n, &enc.join(&n), cancel, &mut |_| {})
                     .map_err(|e| locked_or(e, &enc))?;
             }
+            let scan = preflight(&self.dir)?;
+            summary.objects = scan.objects;
+            summary.bytes = scan.bytes;
             let src = open_dir(&self.dir)?;
             let mut c = copy::Copier::new(&self.dir, &scan, cancel, progress);
             c.copy_tree(&src, &efd).map_err(|e| locked_or(e, &enc))?;
@@ -644,11 +661,16 @@ impl Conversion {
             self.verify(&scan, cancel, progress)?;
             self.write_state(Phase::Copied)?;
             self.phase = Phase::Copied;
+            scanned = Some(scan);
         }
         if self.phase == Phase::Copied {
             if !self.exchanged() {
                 if cancel.load(Ordering::SeqCst) {
                     return Err(ConvertError::Interrupted);
+                }
+                // Files opened during the copy would keep the plaintext.
+                if let Some(scan) = &scanned {
+                    refuse_open_files(&self.dir, scan)?;
                 }
                 rustix::fs::renameat_with(
                     &self.parent,
