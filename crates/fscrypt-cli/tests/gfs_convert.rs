@@ -512,11 +512,9 @@ fn kill_at_random_points_then_resume() {
         if work.exists() || !encrypted(&d) {
             let o = env.rs(&args);
             ok(&o, &format!("round {round}: rerun"));
-        } else {
-            // Killed after it had finished: a rerun would rightly say
-            // "already encrypted".
-            assert!(status.success(), "round {round}: {status} but finished");
         }
+        // Else it had finished (perhaps killed before it could exit): a
+        // rerun would rightly say "already encrypted".
         assert!(encrypted(&d), "round {round}: not encrypted after rerun");
         assert!(!work.exists(), "round {round}: work dir left");
         assert_same(
