@@ -49,7 +49,9 @@ drop; T1=$(t cp -a "$W/mnt/tree" "$W/mnt/plain")
 mkdir "$W/mnt/enc"
 "$BIN" encrypt "$W/mnt/enc" --source raw_key --name b1 --key "$W/key" -q
 drop; T2=$(t cp -a "$W/mnt/tree/." "$W/mnt/enc/")
-drop; T3=$(t "$BIN" encrypt "$W/mnt/tree2" --convert --source raw_key --name b2 --key "$W/key" -q 2>/dev/null)
+rm -rf "$W/mnt/plain" "$W/mnt/enc"/*   # room for the conversion's copy
+drop; T3=$(t "$BIN" encrypt "$W/mnt/tree2" --convert --source raw_key --name b2 --key "$W/key" -q)
+"$BIN" status "$W/mnt/tree2" | head -3
 echo "cp -a (plain dir) + sync:      $T1 s"
 echo "cp -a (encrypted dir) + sync:  $T2 s"
 echo "encrypt --convert:             $T3 s"
