@@ -1,9 +1,15 @@
 //! `fscrypt-rs encrypt DIR`: google/fscrypt-style encryption of an empty
 //! directory: a protector (new or given), a new policy whose random key it
-//! wraps, the key added to the filesystem keyring, the policy set.
+//! wraps, the key added to the filesystem keyring, the policy set. With
+//! `--convert`, a directory that holds files: the policy goes on an empty
+//! directory beside it and `fscrypt_linux::convert` copies, verifies and
+//! swaps the tree in (resumably).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use fscrypt_linux::convert::{self, Conversion, ConvertError, Phase};
 
 use zeroize::Zeroizing;
 
@@ -13,7 +19,9 @@ use fscrypt_metadata::proto::{ProtectorData, SourceType};
 use fscrypt_metadata::recovery;
 use fscrypt_metadata::store::Store;
 
-use crate::support::gfs::{self, EXIT_ALREADY, EXIT_NOT_EMPTY, MountId, SecretArgs};
+use crate::support::gfs::{
+    self, EXIT_ALREADY, EXIT_CONVERT_REFUSED, EXIT_NOT_EMPTY, MountId, SecretArgs,
+};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs encrypt`.
@@ -24,13 +32,25 @@ use crate::support::kernel;
                   key wrapped by it, add the key to the filesystem keyring and set the policy on \
                   the empty directory DIR. The metadata is google/fscrypt 0.3.x's: `fscrypt \
                   unlock` works on the result. Passphrases come from the terminal, --passfile or \
-                  one line of stdin.\n\nExit status: 0 done; 12 wrong passphrase or key; 22 not \
-                  set up; 23 DIR not empty; 25 DIR already encrypted; 26 no encryption support; \
-                  20/21 corrupt or unsafe metadata; 1 error."
+                  one line of stdin.\n\nWith --convert, DIR may hold files: they are copied into a \
+                  new encrypted directory beside it (.DIR.fscrypt-convert/) with all their \
+                  metadata, verified, swapped in atomically, and the plaintext is removed. A \
+                  crash or Ctrl-C leaves the original untouched or the result complete; rerun \
+                  the same command to continue. Deleted plaintext blocks may stay readable on \
+                  the device until overwritten.\n\nExit status: 0 done; 12 wrong passphrase or \
+                  key; 22 not set up; 23 DIR not empty (without --convert); 25 DIR already \
+                  encrypted; 26 no encryption support; 27 --convert refused (mount point, open \
+                  files, too little space) or a conversion is pending; 130 interrupted \
+                  (resumable); 20/21 corrupt or unsafe metadata; 1 error."
 )]
 pub struct Args {
-    /// An empty directory on a filesystem set up with `fscrypt-rs setup`.
+    /// An empty directory on a filesystem set up with `fscrypt-rs setup`
+    /// (with --convert: any directory).
     pub dir: PathBuf,
+    /// Encrypt a directory that holds files, in place: copy, verify, swap
+    /// atomically, remove the plaintext (resumable: rerun to continue).
+    #[arg(long)]
+    pub convert: bool,
     /// Source of a new protector (default: the config's).
     #[arg(long, value_parser = ["custom_passphrase", "raw_key", "pam_passphrase"])]
     pub source: Option<String>,
@@ -75,6 +95,24 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     if !md.is_dir() {
         anyhow::bail!("{} is not a directory", dir.display());
     }
+    let pending = Conversion::pending(dir).map_err(convert_failure)?;
+    if let Some(c) = &pending {
+        if !args.convert {
+            return Err(gfs::failure(
+                EXIT_CONVERT_REFUSED,
+                "conversion_pending",
+                format!("{}: rerun with --convert to continue", c.describe_next()),
+            ));
+        }
+        if !args.quiet && !args.json {
+            eprintln!("fscrypt-rs: {}", c.describe_next());
+        }
+    }
+    let start = match pending {
+        Some(c) if c.phase() == Phase::Preparing => Some(Start::Restart(c)),
+        Some(c) => return run_conversion(&args, c, None),
+        None => None,
+    };
     if gfs::dir_policy(dir)?.is_some() {
         return Err(gfs::failure(
             EXIT_ALREADY,
@@ -86,17 +124,27 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             ),
         ));
     }
-    if std::fs::read_dir(dir)?.next().is_some() {
-        return Err(gfs::failure(
-            EXIT_NOT_EMPTY,
-            "directory_not_empty",
-            format!(
-                "{} is not empty; encrypt an empty directory and move the files in \
-                 (--convert is not available yet)",
-                dir.display()
-            ),
-        ));
-    }
+    let start = match start {
+        Some(s) => Some(s),
+        None if std::fs::read_dir(dir)?.next().is_some() => {
+            if !args.convert {
+                return Err(gfs::failure(
+                    EXIT_NOT_EMPTY,
+                    "directory_not_empty",
+                    format!(
+                        "{} is not empty; add --convert to encrypt it in place (copy, verify, \
+                         swap), or encrypt an empty directory and move the files in",
+                        dir.display()
+                    ),
+                ));
+            }
+            // Refusals (mount point, open files, space) before anything
+            // is written.
+            convert::preflight(dir).map_err(convert_failure)?;
+            Some(Start::Fresh)
+        }
+        None => None,
+    };
     let store = gfs::store_of(dir)?;
     let config = Config::load().map_err(gfs::meta)?;
     let chosen = match &args.protector {
@@ -120,7 +168,8 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 None => config.source,
             };
             if source == SourceType::PamPassphrase {
-                return encrypt_with(&args, &store, &config, login_protector(&args, &config)?);
+                let chosen = login_protector(&args, &config)?;
+                return encrypt_with(&args, &store, &config, chosen, start);
             }
             if args.user.is_some() {
                 anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
@@ -153,7 +202,82 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    encrypt_with(&args, &store, &config, chosen)
+    encrypt_with(&args, &store, &config, chosen, start)
+}
+
+/// How a conversion begins once the protector is chosen.
+enum Start {
+    /// A new work directory.
+    Fresh,
+    /// The work directory of a conversion interrupted while being set up.
+    Restart(Conversion),
+}
+
+/// Ctrl-C during a conversion: stop at the next safe point.
+static CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// Exit status after Ctrl-C (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+const FREED_BLOCKS_NOTE: &str = "the plaintext was deleted, not erased: its freed blocks may \
+     remain readable on the device until overwritten (on SSDs possibly longer)";
+
+/// The exit status and one-line reason of a conversion error.
+fn convert_failure(e: ConvertError) -> anyhow::Error {
+    let (code, kind) = match &e {
+        ConvertError::MountPoint(_) => (EXIT_CONVERT_REFUSED, "mount_point"),
+        ConvertError::OpenFiles { .. } => (EXIT_CONVERT_REFUSED, "files_open"),
+        ConvertError::NoSpace { .. } | ConvertError::NoInodes { .. } => {
+            (EXIT_CONVERT_REFUSED, "no_space")
+        }
+        ConvertError::Locked(_) => (EXIT_CONVERT_REFUSED, "locked"),
+        ConvertError::Interrupted => (EXIT_INTERRUPTED, "interrupted"),
+        ConvertError::BadState { .. } => (gfs::EXIT_INSECURE, "bad_conversion_state"),
+        _ => (1, "convert_failed"),
+    };
+    gfs::failure(code, kind, e.to_string())
+}
+
+/// Runs (or continues) a prepared conversion and prints the outcome;
+/// `what` describes the policy and protector when they were just made.
+fn run_conversion(
+    args: &Args,
+    mut c: Conversion,
+    what: Option<(String, serde_json::Value)>,
+) -> anyhow::Result<ExitCode> {
+    if ctrlc::set_handler(|| CANCEL.store(true, Ordering::SeqCst)).is_err() && !args.quiet {
+        eprintln!("fscrypt-rs: warning: no Ctrl-C handler; Ctrl-C still leaves a resumable state");
+    }
+    let mut bar = crate::support::progress::Bar::new(!args.quiet && !args.json);
+    let r = c.run(&CANCEL, &mut |p| bar.update(p));
+    bar.finish();
+    let summary = r.map_err(convert_failure)?;
+    let dir = c.dir().display().to_string();
+    if args.json {
+        let mut j = serde_json::json!({
+            "ok": true,
+            "dir": dir,
+            "converted": true,
+            "objects": summary.objects,
+            "bytes": summary.bytes,
+            "warning": FREED_BLOCKS_NOTE,
+        });
+        if let Some((_, v)) = what {
+            j["encryption"] = v;
+        }
+        kernel::print_json(&j)?;
+    } else if !args.quiet {
+        let how = what.map(|(s, _)| format!(" ({s})")).unwrap_or_default();
+        println!(
+            "{dir} is now encrypted{how} and unlocked: {} objects, {:.1} MiB copied and verified.",
+            summary.objects,
+            summary.bytes as f64 / f64::from(1u32 << 20)
+        );
+        println!("Note: {FREED_BLOCKS_NOTE}.");
+    } else {
+        eprintln!("fscrypt-rs: note: {FREED_BLOCKS_NOTE}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The protector a new policy is wrapped by.
@@ -213,8 +337,18 @@ fn encrypt_with(
     store: &Store,
     config: &Config,
     chosen: Chosen,
+    start: Option<Start>,
 ) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir;
+    let mut conv = match start {
+        None => None,
+        Some(Start::Fresh) => Some(Conversion::begin(&args.dir).map_err(convert_failure)?),
+        Some(Start::Restart(mut c)) => {
+            c.restart_preparing().map_err(convert_failure)?;
+            Some(c)
+        }
+    };
+    let target = conv.as_ref().map(Conversion::encrypted_dir);
+    let dir: &Path = target.as_deref().unwrap_or(&args.dir);
     let Chosen {
         protector,
         key: protector_key,
@@ -241,7 +375,7 @@ fn encrypt_with(
             store,
             &mut policy,
             &policy_key,
-            dir,
+            &args.dir,
             &config.hash_costs,
         )?)
     } else {
@@ -308,6 +442,35 @@ fn encrypt_with(
     if let Err(e) = fscrypt_linux::policy::set_policy(dir, &kpolicy) {
         undo(true);
         return Err(e.into());
+    }
+    if let Some(mut c) = conv.take() {
+        c.mark_prepared().map_err(convert_failure)?;
+        let text = format!(
+            "policy {}, protector {}: {}",
+            policy.key_descriptor,
+            protector.protector_descriptor,
+            gfs::describe_protector(&protector)
+        );
+        let j = serde_json::json!({
+            "policy": policy.key_descriptor,
+            "options": gfs::options_json(&policy.opts()),
+            "protector": gfs::protector_json(&protector),
+            "protector_created": new_protector,
+        });
+        let code = run_conversion(args, c, Some((text, j)))?;
+        // The recovery instructions go into the finished directory (a
+        // conversion interrupted and rerun cannot show them: the recovery
+        // protector stays in the metadata, the passphrase is lost).
+        if let Some((pass, rp)) = &recovery {
+            let r = write_recovery_readme(store, &policy, &args.dir, pass, rp)?;
+            if !args.quiet {
+                println!(
+                    "A recovery passphrase was added: see {}. Copy it somewhere safe.",
+                    r.display()
+                );
+            }
+        }
+        return Ok(code);
     }
     let readme = match &recovery {
         Some((pass, rp)) => Some(write_recovery_readme(store, &policy, dir, pass, rp)?),
