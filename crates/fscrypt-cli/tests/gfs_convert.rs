@@ -624,3 +624,100 @@ fn refusals() {
     assert!(!encrypted(&d));
     assert!(!env.mnt().join(".full.fscrypt-convert").exists());
 }
+
+/// A login protector on another filesystem: the conversion adds a recovery
+/// passphrase (as plain `encrypt` does) and keeps its instructions,
+/// encrypted, beside DIR until the end; killed once the copy has begun and
+/// rerun, the finished DIR still has them, and the passphrase unlocks it.
+#[test]
+fn recovery_passphrase_survives_an_interrupted_conversion() {
+    let test = "convert_recovery";
+    let Some(env) = Env::new(test, 64) else {
+        return;
+    };
+    let Some(other) = scratch_ext4(test, 64, MKFS_4K) else {
+        return;
+    };
+    let Some(u) = test_support::users::TestUser::new(test, "v", "conv-pw-1") else {
+        return;
+    };
+    let m2 = other.mount_point();
+    ok(&env.rs(&["setup", p(m2)]), "setup MNT2");
+    let d = m2.join("home");
+    many_tree(&d, 300, 7);
+    std::os::unix::fs::chown(&d, Some(u.uid), Some(u.uid)).unwrap();
+    let before = snapshot(&d);
+    let args = [
+        "encrypt",
+        p(&d),
+        "--convert",
+        "--source",
+        "pam_passphrase",
+        "--user",
+        &u.name,
+    ];
+    let mut child = env
+        .cmd(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"conv-pw-1\n")
+            .unwrap();
+    }
+    // Kill it once the copy has begun (the state says "prepared").
+    let state = m2.join(".home.fscrypt-convert/state");
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&state).is_ok_and(|s| s.contains("prepared")) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "finished before it could be killed"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(120), "never prepared");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        m2.join(".home.fscrypt-recovery").exists(),
+        "no recovery stash"
+    );
+    ok(&env.rs(&["encrypt", p(&d), "--convert"]), "rerun");
+    assert!(
+        !m2.join(".home.fscrypt-recovery").exists(),
+        "stash left behind"
+    );
+    let readme = d.join("fscrypt_recovery_readme.txt");
+    let text = std::fs::read_to_string(&readme).expect("recovery instructions in DIR");
+    let mut after = snapshot(&d);
+    after.retain(|k, _| k != Path::new("fscrypt_recovery_readme.txt"));
+    assert_same(&before, &after, "after the rerun");
+    let pass = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.len() == 20 && l.bytes().all(|c| c.is_ascii_lowercase()))
+        .expect("the passphrase")
+        .to_string();
+    let rec = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("fscrypt-rs unlock DIR --unlock-with ")
+        })
+        .expect("the protector")
+        .to_string();
+    ok(&env.rs(&["lock", p(&d), "--all-users", "-q"]), "lock");
+    let o = test_support::run::output(
+        &mut env.cmd(&["unlock", p(&d), "--unlock-with", &rec]),
+        format!("{pass}\n").as_bytes(),
+    );
+    ok(&o, "unlock with the recovery passphrase");
+    assert!(readme.exists());
+}

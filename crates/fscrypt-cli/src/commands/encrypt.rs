@@ -114,6 +114,18 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if gfs::dir_policy(dir)?.is_some() {
+        // A conversion that finished just before its recovery instructions
+        // were moved in: deliver them now.
+        if let Some(r) = deliver_recovery_readme(dir)? {
+            if !args.quiet {
+                println!(
+                    "The conversion of {} was complete; its recovery passphrase is in {}.",
+                    dir.display(),
+                    r.display()
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         return Err(gfs::failure(
             EXIT_ALREADY,
             "already_encrypted",
@@ -252,6 +264,7 @@ fn run_conversion(
     let r = c.run(&CANCEL, &mut |p| bar.update(p));
     bar.finish();
     let summary = r.map_err(convert_failure)?;
+    let readme = deliver_recovery_readme(c.dir())?;
     let dir = c.dir().display().to_string();
     if args.json {
         let mut j = serde_json::json!({
@@ -265,6 +278,7 @@ fn run_conversion(
         if let Some((_, v)) = what {
             j["encryption"] = v;
         }
+        j["recovery_readme"] = readme.as_ref().map(|p| p.display().to_string()).into();
         kernel::print_json(&j)?;
     } else if !args.quiet {
         let how = what.map(|(s, _)| format!(" ({s})")).unwrap_or_default();
@@ -274,6 +288,13 @@ fn run_conversion(
             summary.bytes as f64 / f64::from(1u32 << 20)
         );
         println!("Note: {FREED_BLOCKS_NOTE}.");
+        if let Some(r) = &readme {
+            println!(
+                "A recovery passphrase was added: see {}. Copy it somewhere safe: without it, \
+                 losing the root filesystem (where the login protector is) loses this directory.",
+                r.display()
+            );
+        }
     } else {
         eprintln!("fscrypt-rs: note: {FREED_BLOCKS_NOTE}");
     }
@@ -344,6 +365,12 @@ fn encrypt_with(
         Some(Start::Fresh) => Some(Conversion::begin(&args.dir).map_err(convert_failure)?),
         Some(Start::Restart(mut c)) => {
             c.restart_preparing().map_err(convert_failure)?;
+            // Recovery instructions of the abandoned policy, if any.
+            let stash = recovery_stash_of(&args.dir)?;
+            if std::fs::symlink_metadata(&stash).is_ok() {
+                std::fs::remove_dir_all(&stash)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
+            }
             Some(c)
         }
     };
@@ -444,7 +471,6 @@ fn encrypt_with(
         return Err(e.into());
     }
     if let Some(mut c) = conv.take() {
-        c.mark_prepared().map_err(convert_failure)?;
         let text = format!(
             "policy {}, protector {}: {}",
             policy.key_descriptor,
@@ -457,23 +483,28 @@ fn encrypt_with(
             "protector": gfs::protector_json(&protector),
             "protector_created": new_protector,
         });
-        let code = run_conversion(args, c, Some((text, j)))?;
-        // The recovery instructions go into the finished directory (a
-        // conversion interrupted and rerun cannot show them: the recovery
-        // protector stays in the metadata, the passphrase is lost).
+        // The recovery instructions wait, encrypted under the new policy,
+        // in a directory of their own beside DIR (the conversion's work
+        // directory is rebuilt on a restart): a conversion interrupted and
+        // rerun still delivers them into the finished DIR.
         if let Some((pass, rp)) = &recovery {
-            let r = write_recovery_readme(store, &policy, &args.dir, pass, rp)?;
-            if !args.quiet {
-                println!(
-                    "A recovery passphrase was added: see {}. Copy it somewhere safe.",
-                    r.display()
-                );
-            }
+            let stash = recovery_stash_of(&args.dir)?;
+            std::fs::create_dir(&stash).map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
+            fscrypt_linux::policy::set_policy(&stash, &kpolicy)?;
+            write_recovery_readme(store, &policy, &stash, owner_of(&args.dir)?, pass, rp)?;
         }
-        return Ok(code);
+        c.mark_prepared().map_err(convert_failure)?;
+        return run_conversion(args, c, Some((text, j)));
     }
     let readme = match &recovery {
-        Some((pass, rp)) => Some(write_recovery_readme(store, &policy, dir, pass, rp)?),
+        Some((pass, rp)) => Some(write_recovery_readme(
+            store,
+            &policy,
+            dir,
+            owner_of(dir)?,
+            pass,
+            rp,
+        )?),
         None => None,
     };
     if args.json {
@@ -540,18 +571,62 @@ fn new_recovery(
     recovery::add_recovery(policy, policy_key, &name, costs).map_err(gfs::meta)
 }
 
-/// Writes the recovery instructions into the (now encrypted, unlocked)
+/// Owner (uid, gid) of `path`.
+fn owner_of(path: &Path) -> anyhow::Result<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((m.uid(), m.gid()))
+}
+
+/// Where a conversion keeps the recovery instructions until DIR is done:
+/// `.NAME.fscrypt-recovery` beside DIR, encrypted with DIR's new policy.
+fn recovery_stash_of(dir: &Path) -> anyhow::Result<PathBuf> {
+    let work = convert::work_dir_of(dir).map_err(convert_failure)?;
+    let name = work.file_name().unwrap_or_default().to_string_lossy();
+    Ok(work.with_file_name(name.replace(".fscrypt-convert", ".fscrypt-recovery")))
+}
+
+/// After a finished conversion: moves the waiting recovery instructions
+/// into DIR (same policy, so the kernel allows the rename; under another
+/// name if DIR has one of its own) and removes their directory. Returns
+/// where they are now.
+fn deliver_recovery_readme(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let stash = recovery_stash_of(dir)?;
+    let from = stash.join(recovery::README_NAME);
+    if std::fs::symlink_metadata(&from).is_err() {
+        let _ = std::fs::remove_dir(&stash);
+        return Ok(None);
+    }
+    let mut to = dir.join(recovery::README_NAME);
+    let mut n = 1;
+    while std::fs::symlink_metadata(&to).is_ok() {
+        n += 1;
+        to = dir.join(format!("fscrypt_recovery_readme ({n}).txt"));
+    }
+    // DIR keeps the times the conversion gave it (the original's).
+    let times = std::fs::metadata(dir).and_then(|m| Ok((m.accessed()?, m.modified()?)));
+    std::fs::rename(&from, &to).map_err(|e| anyhow::anyhow!("{}: {e}", from.display()))?;
+    if let Ok((a, m)) = times {
+        let t = std::fs::FileTimes::new().set_accessed(a).set_modified(m);
+        let _ = std::fs::File::open(dir).and_then(|f| f.set_times(t));
+    }
+    std::fs::remove_dir(&stash).map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
+    Ok(Some(to))
+}
+
+/// Writes the recovery instructions into the (encrypted, unlocked)
 /// directory: a new file (never through a symlink), mode 0600, owned by
-/// the directory's owner, synced.
+/// `owner` (the directory's owner), synced.
 fn write_recovery_readme(
     store: &Store,
     policy: &fscrypt_metadata::proto::PolicyData,
     dir: &Path,
+    owner: (u32, u32),
     pass: &[u8],
     rp: &ProtectorData,
 ) -> anyhow::Result<PathBuf> {
     use std::io::Write;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(recovery::README_NAME);
     let m = store.mount().display();
     let text = recovery::instructions(
@@ -568,8 +643,7 @@ fn write_recovery_readme(
         .open(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     f.write_all(text.as_bytes())?;
-    let owner = std::fs::metadata(dir)?;
-    std::os::unix::fs::fchown(&f, Some(owner.uid()), Some(owner.gid()))?;
+    std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1))?;
     f.sync_all()?;
     Ok(path)
 }
