@@ -27,9 +27,9 @@ use std::time::{Duration, SystemTime};
 use fscrypt_linux::ext4::{Ext4, Extent, InodeKind};
 use fscrypt_linux::image::{Crypt, Entry, Image, ImageError, Node, ROOT_INO};
 use fuser::{
-    Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, KernelConfig, OpenFlags,
-    ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request,
+    Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, KernelConfig, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request,
 };
 
 use crate::{Error, Result};
@@ -378,10 +378,7 @@ impl ImageFs {
                 if let Some(c) = crypt {
                     let upb = bs / c.data_unit_size() as u64;
                     c.decrypt_data_units(lblk * upb, piece).map_err(|e| {
-                        Fail(
-                            libc::EIO,
-                            format!("inode {}: decrypt: {e}", obj.node.ino()),
-                        )
+                        Fail(libc::EIO, format!("inode {}: decrypt: {e}", obj.node.ino()))
                     })?;
                 }
             }
@@ -445,7 +442,11 @@ impl ImageFs {
 
     fn fail(op: &'static str, ino: u64, f: Fail) -> Errno {
         if !f.1.is_empty() {
-            log::warn!("fscrypt-fuse: image: {op} on node {ino}: {} (errno {})", f.1, f.0);
+            log::warn!(
+                "fscrypt-fuse: image: {op} on node {ino}: {} (errno {})",
+                f.1,
+                f.0
+            );
         }
         Errno::from_i32(f.0)
     }
@@ -527,7 +528,13 @@ impl fuser::Filesystem for ImageFs {
         }
     }
 
-    fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<fuser::FileHandle>, reply: ReplyAttr) {
+    fn getattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: Option<fuser::FileHandle>,
+        reply: ReplyAttr,
+    ) {
         match ext4_ino(i).and_then(|i| self.obj(i)) {
             Ok(o) => reply.attr(&TTL, &o.attr),
             Err(f) => reply.error(Self::fail("getattr", i.0, f)),
@@ -635,7 +642,11 @@ impl fuser::Filesystem for ImageFs {
         // Offsets: 1 after ".", 2 after "..", 3 + i after entry i.
         let mut next = offset;
         while next < 2 {
-            let (name, of) = if next == 0 { (".", ino) } else { ("..", parent) };
+            let (name, of) = if next == 0 {
+                (".", ino)
+            } else {
+                ("..", parent)
+            };
             if reply.add(node_id(of), next + 1, FileType::Directory, name) {
                 reply.ok();
                 return;
@@ -951,7 +962,9 @@ mod tests {
         area[40] = b'x';
         area[41] = b'y';
         let mut out = Vec::new();
-        parse_xattrs(&area, 0, &area, false, &mut out).ok().expect("parses");
+        parse_xattrs(&area, 0, &area, false, &mut out)
+            .ok()
+            .expect("parses");
         assert_eq!(out, vec![(b"user.a".to_vec(), b"xy".to_vec())]);
     }
 
