@@ -67,11 +67,19 @@ struct Obj {
     target: Option<Vec<u8>>,
 }
 
+/// A directory's entries as presented, with an index by name (lookups in
+/// big directories stay O(1)).
+#[derive(Debug)]
+struct Dir {
+    entries: Vec<Entry>,
+    by_name: HashMap<Vec<u8>, usize>,
+}
+
 /// An open file or directory.
 #[derive(Debug)]
 enum Handle {
     File { obj: Arc<Obj>, extents: Vec<Extent> },
-    Dir { ino: u32, entries: Arc<Vec<Entry>> },
+    Dir { ino: u32, dir: Arc<Dir> },
 }
 
 /// The read-only filesystem over one image.
@@ -84,7 +92,7 @@ pub struct ImageFs {
     data: Ext4,
     block_size: u32,
     nodes: Mutex<HashMap<u32, Arc<Obj>>>,
-    dirs: Mutex<HashMap<u32, Arc<Vec<Entry>>>>,
+    dirs: Mutex<HashMap<u32, Arc<Dir>>>,
     parents: Mutex<HashMap<u32, u32>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
@@ -93,6 +101,9 @@ pub struct ImageFs {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Extended attributes: (full name, value).
+type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A failed request: its errno and what to log.
 struct Fail(i32, String);
@@ -278,7 +289,7 @@ impl ImageFs {
         Ok(obj)
     }
 
-    fn listing(&self, dir: &Obj) -> std::result::Result<Arc<Vec<Entry>>, Fail> {
+    fn listing(&self, dir: &Obj) -> std::result::Result<Arc<Dir>, Fail> {
         let ino = dir.node.ino();
         if let Some(l) = lock(&self.dirs).get(&ino) {
             return Ok(l.clone());
@@ -294,7 +305,15 @@ impl ImageFs {
                 listing.errors.len()
             );
         }
-        let entries = Arc::new(listing.entries);
+        let mut by_name = HashMap::with_capacity(listing.entries.len());
+        for (i, e) in listing.entries.iter().enumerate() {
+            // The first of two equal names wins (as a linear search would).
+            by_name.entry(e.name.clone()).or_insert(i);
+        }
+        let entries = Arc::new(Dir {
+            entries: listing.entries,
+            by_name,
+        });
         let mut dirs = lock(&self.dirs);
         if dirs.len() >= DIR_CACHE {
             dirs.clear();
@@ -308,10 +327,14 @@ impl ImageFs {
         if name.len() > 255 {
             return Err(quiet(libc::ENAMETOOLONG));
         }
-        let entries = self.listing(&dir)?;
+        let listing = self.listing(&dir)?;
         // Names as presented (plaintext, no-key name, or as stored) are
         // what the kernel gave us back from readdir or the user typed.
-        let Some(entry) = entries.iter().find(|e| e.name == name) else {
+        let Some(entry) = listing
+            .by_name
+            .get(name)
+            .and_then(|&i| listing.entries.get(i))
+        else {
             return Err(quiet(libc::ENOENT));
         };
         if let Some(o) = lock(&self.nodes).get(&entry.ino) {
@@ -410,11 +433,7 @@ impl ImageFs {
     /// The readable extended attributes of `node` (name, value): `user.`,
     /// `security.` and, for root, `trusted.`; the encryption context and
     /// `system.` attributes are hidden as the kernel hides them.
-    fn xattrs(
-        &self,
-        node: &Node,
-        root: bool,
-    ) -> std::result::Result<Vec<(Vec<u8>, Vec<u8>)>, Fail> {
+    fn xattrs(&self, node: &Node, root: bool) -> std::result::Result<Xattrs, Fail> {
         let inode = &node.inode;
         let mut out = Vec::new();
         let raw = &inode.raw;
@@ -459,7 +478,7 @@ fn parse_xattrs(
     start: usize,
     base: &[u8],
     root: bool,
-    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    out: &mut Xattrs,
 ) -> std::result::Result<(), Fail> {
     let bad = |what: &str| Fail(libc::EIO, format!("corrupt xattr area: {what}"));
     let le16 = |b: &[u8], o: usize| usize::from(u16::from_le_bytes([b[o], b[o + 1]]));
@@ -607,9 +626,9 @@ impl fuser::Filesystem for ImageFs {
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let r = ext4_ino(i).and_then(|ino| {
             let dir = self.obj(ino)?;
-            let entries = self.listing(&dir)?;
+            let dir = self.listing(&dir)?;
             let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-            lock(&self.handles).insert(fh, Handle::Dir { ino, entries });
+            lock(&self.handles).insert(fh, Handle::Dir { ino, dir });
             Ok(fh)
         });
         match r {
@@ -631,10 +650,10 @@ impl fuser::Filesystem for ImageFs {
         mut reply: ReplyDirectory,
     ) {
         let dir = match lock(&self.handles).get(&h.0) {
-            Some(Handle::Dir { ino, entries }) => Some((*ino, entries.clone())),
+            Some(Handle::Dir { ino, dir }) => Some((*ino, dir.clone())),
             _ => None,
         };
-        let Some((ino, entries)) = dir else {
+        let Some((ino, dir)) = dir else {
             reply.error(Errno::from_i32(libc::EBADF));
             return;
         };
@@ -654,7 +673,7 @@ impl fuser::Filesystem for ImageFs {
             next += 1;
         }
         let skip = usize::try_from(next - 2).unwrap_or(usize::MAX);
-        for (k, e) in entries.iter().enumerate().skip(skip) {
+        for (k, e) in dir.entries.iter().enumerate().skip(skip) {
             let off = k as u64 + 3;
             if reply.add(
                 node_id(e.ino),
