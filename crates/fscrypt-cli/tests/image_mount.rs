@@ -355,6 +355,18 @@ fn image_mount_matches_kernel() {
             .err(),
             Some(rustix::io::Errno::ROFS)
         );
+        // No system. namespace here (ACLs are not enforced): EOPNOTSUPP,
+        // which GNU ls -l remembers per mount instead of asking per entry.
+        let mut v = [0u8; 64];
+        assert_eq!(
+            rustix::fs::lgetxattr(
+                ours_mnt.join("enc/f0"),
+                "system.posix_acl_access",
+                &mut v[..]
+            )
+            .err(),
+            Some(rustix::io::Errno::OPNOTSUPP)
+        );
         let mi = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
         let line = mi
             .lines()

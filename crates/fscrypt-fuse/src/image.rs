@@ -714,6 +714,15 @@ impl fuser::Filesystem for ImageFs {
     }
 
     fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        // Only user., security. and trusted. are served: system. (POSIX
+        // ACLs, which this mount does not enforce) and unknown namespaces
+        // are not supported here. EOPNOTSUPP also lets GNU ls -l stop
+        // asking every entry for system.posix_acl_access.
+        let n = name.as_bytes();
+        if !(n.starts_with(b"user.") || n.starts_with(b"security.") || n.starts_with(b"trusted.")) {
+            reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+            return;
+        }
         let r = ext4_ino(i)
             .and_then(|ino| self.obj(ino))
             .and_then(|o| self.xattrs(&o.node, req.uid() == 0));
