@@ -525,6 +525,19 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     assert_eq!(code(&o), 21, "{}", text(&o));
     std::fs::set_permissions(&prot_dir, PermissionsExt::from_mode(0o755)).unwrap();
 
+    // A policy slot that does not unwrap although the passphrase is right
+    // (the file was damaged or edited): 20 and says so, not "wrong
+    // passphrase" (12).
+    let store = fscrypt_metadata::store::Store::new(env.mnt());
+    let desc = pol.file_name().unwrap().to_str().unwrap().to_string();
+    let mut pd = store.policy(&desc).unwrap();
+    pd.wrapped_policy_keys[0].wrapped_key.as_mut().unwrap().hmac[0] ^= 1;
+    store.put_policy(&pd).unwrap();
+    let o = env.rs(&["unlock", p(&d)], b"pw\n");
+    assert_eq!(code(&o), 20, "{}", text(&o));
+    assert!(text(&o).contains("does not unwrap"), "{}", text(&o));
+    std::fs::write(&pol, &good).unwrap();
+
     // Wrong passphrase: 12; right one works after all that.
     let o = env.rs(&["unlock", p(&d)], b"nope\n");
     assert_eq!(code(&o), 12, "{}", text(&o));
@@ -537,29 +550,104 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     assert_eq!(code(&o), 25, "{}", text(&o));
 }
 
+/// A filesystem without the `encrypt` feature: `encrypt` says how to turn
+/// it on (exit 26) and writes nothing.
 #[test]
-fn v1_policies_both_ways_with_the_filesystem_keyring() {
-    let Some(env) = Env::new("gfs_v1", false) else {
+fn a_filesystem_without_encryption_is_refused_with_the_fix() {
+    let test = "gfs_no_encrypt";
+    if !tool_available(
+        test,
+        "fscrypt",
+        &["--version"],
+        "fscrypt (scripts/setup.sh)",
+    ) {
+        return;
+    }
+    let Some(fs) = scratch_ext4(test, 32, &["-b", "4096"]) else {
         return;
     };
-    // v1 policies whose keys go to the filesystem keyring (google/fscrypt's
-    // use_fs_keyring_for_v1_policies; its session-keyring default is not
-    // supported by fscrypt-rs yet).
+    let tmp = TempDir::new(test);
+    let mnt = fs.mount_point();
+    let rs = |args: &[&str], stdin: &[u8]| {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("FSCRYPT_CONF", tmp.join("fscrypt.conf"))
+            .env("FSCRYPT_ROOT_MNT", mnt);
+        test_support::run::output(&mut c, stdin)
+    };
+    ok(&rs(&["setup", "--time", "0.001"], b""), "setup");
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let before = metadata_snapshot(mnt);
+    let o = rs(
+        &[
+            "encrypt",
+            p(&d),
+            "--source",
+            "custom_passphrase",
+            "--name",
+            "n",
+        ],
+        b"pw\n",
+    );
+    assert_eq!(code(&o), 26, "{}", text(&o));
+    assert!(text(&o).contains("tune2fs -O encrypt"), "{}", text(&o));
+    assert_eq!(metadata_snapshot(mnt), before, "metadata written");
+}
+
+/// v1 policies whose keys go to the filesystem keyring (google/fscrypt's
+/// `use_fs_keyring_for_v1_policies: true`).
+#[test]
+fn v1_policies_both_ways_with_the_filesystem_keyring() {
+    v1_both_ways("gfs_v1", true);
+}
+
+/// v1 policies whose keys go to the caller's user keyring, google/fscrypt's
+/// default: each tool sees and removes the other's key there (`lock` drops
+/// the caches so open inodes lose their keys).
+#[test]
+fn v1_policies_both_ways_with_the_user_keyring() {
+    v1_both_ways("gfs_v1_user", false);
+}
+
+fn v1_both_ways(test: &str, fs_keyring: bool) {
+    let Some(env) = Env::new(test, false) else {
+        return;
+    };
     let conf = env.tmp.join("fscrypt.conf");
-    let text = std::fs::read_to_string(&conf).unwrap();
-    let text = text
+    let config = std::fs::read_to_string(&conf)
+        .unwrap()
         .replace("\"policy_version\": \"2\"", "\"policy_version\": \"1\"")
         .replace(
             "\"use_fs_keyring_for_v1_policies\": false",
-            "\"use_fs_keyring_for_v1_policies\": true",
+            &format!("\"use_fs_keyring_for_v1_policies\": {fs_keyring}"),
         );
-    std::fs::write(&conf, text).unwrap();
+    std::fs::write(&conf, config).unwrap();
+    // google/fscrypt wants the user named when root uses a user keyring.
+    let gfs = |args: &[&str], stdin: &[u8]| {
+        let mut args = args.to_vec();
+        if !fs_keyring && args[0] != "status" {
+            args.push("--user=root");
+        }
+        env.gfs(&args, stdin)
+    };
 
     let (g, r) = (env.dir("g1"), env.dir("r1"));
     std::fs::create_dir(&g).unwrap();
     std::fs::create_dir(&r).unwrap();
+    // User-keyring keys outlive the filesystem: lock both at the end, even
+    // on failure.
+    struct LockAtEnd<'a>(&'a Env, [&'a Path; 2]);
+    impl Drop for LockAtEnd<'_> {
+        fn drop(&mut self) {
+            for d in self.1 {
+                let _ = self.0.rs(&["lock", p(d), "-q"], b"");
+            }
+        }
+    }
+    let _lock = LockAtEnd(&env, [&g, &r]);
     ok(
-        &env.gfs(
+        &gfs(
             &[
                 "encrypt",
                 p(&g),
@@ -572,25 +660,37 @@ fn v1_policies_both_ways_with_the_filesystem_keyring() {
         "fscrypt encrypt v1",
     );
     std::fs::write(g.join("a"), "gv1").unwrap();
-    ok(
-        &env.gfs(&["lock", p(&g), "--quiet"], b""),
-        "fscrypt lock v1",
-    );
+    ok(&gfs(&["lock", p(&g), "--quiet"], b""), "fscrypt lock v1");
     let st = env.rs(&["status", p(&g), "--json"], b"");
     let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(j["policy"]["version"], 1, "{j}");
+    assert_eq!(j["key_status"], "absent", "{j}");
     ok(
         &env.rs(&["unlock", p(&g)], b"v1pass\n"),
         "fscrypt-rs unlock v1",
+    );
+    let st = gfs(&["status", p(&g)], b"");
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains("Unlocked: Yes"),
+        "{}",
+        text(&st)
     );
     assert!(readable(&g.join("a"), "gv1"));
     ok(&env.rs(&["lock", p(&g), "-q"], b""), "fscrypt-rs lock v1");
     assert!(!readable(&g.join("a"), "gv1"));
     ok(
-        &env.gfs(&["unlock", p(&g), "--quiet"], b"v1pass"),
+        &gfs(&["unlock", p(&g), "--quiet"], b"v1pass"),
         "fscrypt unlock v1 again",
     );
     assert!(readable(&g.join("a"), "gv1"));
+    let st = env.rs(&["status", p(&g), "--json"], b"");
+    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(j["key_status"], "present", "fscrypt's key not seen: {j}");
+    ok(
+        &env.rs(&["lock", p(&g), "-q"], b""),
+        "fscrypt-rs lock fscrypt's v1 key",
+    );
+    assert!(!readable(&g.join("a"), "gv1"));
 
     let o = env.rs(&["encrypt", p(&r), "--name", "r1", "--json"], b"rsv1\n");
     ok(&o, "fscrypt-rs encrypt v1");
@@ -602,12 +702,12 @@ fn v1_policies_both_ways_with_the_filesystem_keyring() {
     );
     std::fs::write(r.join("b"), "rv1").unwrap();
     ok(
-        &env.gfs(&["lock", p(&r), "--quiet"], b""),
+        &gfs(&["lock", p(&r), "--quiet"], b""),
         "fscrypt lock fscrypt-rs's v1",
     );
     assert!(!readable(&r.join("b"), "rv1"));
     ok(
-        &env.gfs(&["unlock", p(&r), "--quiet"], b"rsv1"),
+        &gfs(&["unlock", p(&r), "--quiet"], b"rsv1"),
         "fscrypt unlock fscrypt-rs's v1",
     );
     assert!(readable(&r.join("b"), "rv1"));
@@ -726,7 +826,42 @@ fn login_protectors_both_ways() {
     );
     assert!(readable(&d2.join("g"), "two"));
 
-    // fscrypt-rs -> fscrypt: a new login protector for u2.
+    // fscrypt-rs -> fscrypt: a new login protector for u2. A password that
+    // is not u2's login password is refused (PAM, as google/fscrypt
+    // checks) and nothing is written.
+    let before = metadata_snapshot(env.mnt());
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d3),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u2.name,
+        ],
+        b"not-the-login-pw\n",
+    );
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert!(
+        text(&o).contains("not the login passphrase"),
+        "{}",
+        text(&o)
+    );
+    let o = env.rs(
+        &[
+            "metadata",
+            "create",
+            "protector",
+            p(env.mnt()),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u2.name,
+        ],
+        b"not-the-login-pw\n",
+    );
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert_eq!(metadata_snapshot(env.mnt()), before, "metadata written");
     let o = env.rs(
         &[
             "encrypt",
@@ -848,6 +983,7 @@ fn login_protector_linked_from_another_filesystem() {
                 "pam_passphrase",
                 "--user",
                 &u.name,
+                "--no-recovery",
                 "--quiet",
             ],
             b"pw-link\n",
@@ -880,6 +1016,7 @@ fn login_protector_linked_from_another_filesystem() {
                 "pam_passphrase",
                 "--user",
                 &u.name,
+                "--no-recovery",
                 "--quiet",
             ],
             b"pw-link\n",
@@ -898,6 +1035,139 @@ fn login_protector_linked_from_another_filesystem() {
         "fscrypt unlock c (fscrypt-rs's link)",
     );
     assert!(readable(&c.join("h"), "C"));
+}
+
+/// A login protector protecting a directory on another filesystem: like
+/// google/fscrypt, `encrypt` adds a recovery passphrase (a second,
+/// custom_passphrase protector) and writes it into the directory; the
+/// recovery passphrase unlocks through both tools; the user's own
+/// `unlock` picks the login protector, root's asks for `--unlock-with`.
+#[test]
+fn recovery_passphrase_for_a_login_protector_elsewhere() {
+    use std::os::unix::fs::MetadataExt;
+    let test = "gfs_recovery";
+    let Some(env) = Env::new(test, false) else {
+        return;
+    };
+    let Some(other) = scratch_ext4(test, 32, MKFS_4K) else {
+        return;
+    };
+    let Some(u) = login_user(test, "r", "pw-rec") else {
+        return;
+    };
+    let m2 = other.mount_point();
+    ok(
+        &env.gfs(&["setup", p(m2), "--quiet"], b"y\n"),
+        "fscrypt setup MNT2",
+    );
+    let r = m2.join("r");
+    std::fs::create_dir(&r).unwrap();
+    std::os::unix::fs::chown(&r, Some(u.uid), Some(u.uid)).unwrap();
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&r),
+            "--source",
+            "pam_passphrase",
+            "--user",
+            &u.name,
+            "--json",
+        ],
+        b"pw-rec\n",
+    );
+    ok(&o, "fscrypt-rs encrypt r");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rid = j["recovery_protector"]["descriptor"]
+        .as_str()
+        .expect("a recovery protector")
+        .to_string();
+    assert_eq!(
+        j["recovery_protector"]["name"], "Recovery passphrase for r",
+        "{j}"
+    );
+    // Root wrote the metadata on the user's behalf: it is the user's.
+    let pol = m2
+        .join(".fscrypt/policies")
+        .join(j["policy"].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(&pol).unwrap().uid(),
+        u.uid,
+        "{}",
+        pol.display()
+    );
+    let readme = r.join("fscrypt_recovery_readme.txt");
+    assert_eq!(j["recovery_readme"], p(&readme), "{j}");
+    let md = std::fs::symlink_metadata(&readme).unwrap();
+    assert_eq!((md.mode() & 0o777, md.uid()), (0o600, u.uid));
+    let instructions = std::fs::read_to_string(&readme).unwrap();
+    let pass = instructions
+        .lines()
+        .map(str::trim)
+        .find(|l| l.len() == 20 && l.bytes().all(|c| c.is_ascii_lowercase()))
+        .expect("the passphrase in the readme")
+        .to_string();
+    std::fs::write(r.join("f"), "R").unwrap();
+    let rec = format!("{}:{rid}", p(m2));
+    let lock_all = || {
+        ok(
+            &env.rs(&["lock", p(&r), "--all-users", "--quiet"], b""),
+            "fscrypt-rs lock r",
+        )
+    };
+    lock_all();
+    assert!(!readable(&r.join("f"), "R"));
+
+    // google/fscrypt sees both protectors.
+    let st = env.gfs(&["status", p(&r)], b"");
+    ok(&st, "fscrypt status r");
+    let st = String::from_utf8_lossy(&st.stdout).into_owned();
+    assert!(
+        st.contains("Recovery passphrase for r") && st.contains("login protector"),
+        "{st}"
+    );
+
+    // Root, not the protector's user, must choose.
+    let o = env.rs(&["unlock", p(&r)], b"pw-rec\n");
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("--unlock-with") && text(&o).contains(&rid),
+        "{}",
+        text(&o)
+    );
+
+    // The user's own unlock takes the login protector.
+    let mut c = test_support::users::as_user(u.uid, u.uid, BIN);
+    c.args(["unlock", p(&r)])
+        .env("FSCRYPT_CONF", env.tmp.join("fscrypt.conf"))
+        .env("FSCRYPT_ROOT_MNT", env.mnt());
+    ok(
+        &test_support::run::output(&mut c, b"pw-rec\n"),
+        "fscrypt-rs unlock r as the user",
+    );
+    assert!(readable(&r.join("f"), "R"));
+    lock_all();
+
+    // The recovery passphrase, through fscrypt-rs and through fscrypt.
+    let o = env.rs(&["unlock", p(&r), "--unlock-with", &rec], b"wrong\n");
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    ok(
+        &env.rs(
+            &["unlock", p(&r), "--unlock-with", &rec],
+            format!("{pass}\n").as_bytes(),
+        ),
+        "fscrypt-rs unlock with the recovery passphrase",
+    );
+    assert!(readable(&r.join("f"), "R"));
+    lock_all();
+    ok(
+        &env.gfs(
+            &["unlock", p(&r), &format!("--unlock-with={rec}"), "--quiet"],
+            format!("{pass}\n").as_bytes(),
+        ),
+        "fscrypt unlock with the recovery passphrase",
+    );
+    assert!(readable(&r.join("f"), "R"));
+    lock_all();
 }
 
 #[test]

@@ -302,7 +302,7 @@ fn cached_attributes_follow_our_own_changes() {
 
 /// The kernel asks for `security.capability` before the first write to
 /// each file; it is answered without backing I/O: not even the inode is
-/// looked up (an unknown inode gives ENODATA, not ENOENT).
+/// looked up (an unknown inode gives EOPNOTSUPP, not ENOENT).
 #[test]
 fn security_capability_costs_no_backing_io() {
     let backing = test_support::TempDir::new("cap-backing");
@@ -314,7 +314,38 @@ fn security_capability_costs_no_backing_io() {
         std::ffi::OsStr::new("security.capability"),
         0,
     );
-    assert_eq!(r.unwrap_err().errno(), libc::ENODATA);
+    assert_eq!(r.unwrap_err().errno(), libc::EOPNOTSUPP);
+}
+
+/// GNU `ls -l` asks every entry for `security.selinux` and
+/// `system.posix_acl_access` (two GETXATTR round trips per entry when they
+/// are answered ENODATA); answered EOPNOTSUPP, it stops asking for the
+/// rest of the mount after the first entry.
+#[test]
+fn gnu_ls_l_asks_for_xattrs_once_per_mount() {
+    if !fuse_available(module_path!()) {
+        return;
+    }
+    let _g = serial();
+    let n = 200;
+    let mut v = Vault::new("ls-xattrs");
+    populate(&v, n);
+    v.remount(true);
+    let s0 = stats(&v);
+    let out = std::process::Command::new("ls")
+        .arg("-l")
+        .arg(v.p("d"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), n + 1);
+    let d = stats(&v).since(&s0);
+    per("GNU ls -l (cold)", n, &d);
+    assert!(
+        d.get(Op::Getxattr) <= 4,
+        "ls -l sent {} GETXATTRs for {n} entries",
+        d.get(Op::Getxattr)
+    );
 }
 
 /// Undoes a bind mount (lazily, so that a failing test never leaves one).

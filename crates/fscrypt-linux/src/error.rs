@@ -36,6 +36,8 @@ pub enum Operation {
     BlkGenerateKey,
     /// `BLKCRYPTOPREPAREKEY`.
     BlkPrepareKey,
+    /// `add_key(2)`/`keyctl(2)` on the user keyring (legacy v1 keys).
+    UserKeyring,
 }
 
 impl fmt::Display for Operation {
@@ -45,6 +47,7 @@ impl fmt::Display for Operation {
             Operation::GetPolicy => "reading the encryption policy",
             Operation::GetNonce => "reading the encryption nonce",
             Operation::AddKey => "adding the key",
+            Operation::UserKeyring => "using the user keyring",
             Operation::AddHwWrappedKey => "adding the hardware-wrapped key",
             Operation::RemoveKey => "removing the key",
             Operation::KeyStatus => "reading the key status",

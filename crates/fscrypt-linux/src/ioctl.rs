@@ -12,6 +12,8 @@
 
 #![allow(unsafe_code)]
 
+use std::ffi::CStr;
+
 use rustix::fd::AsFd;
 use rustix::io::Errno;
 use rustix::ioctl::{Getter, Updater, ioctl};
@@ -278,3 +280,119 @@ pub(crate) fn policy_ex_bytes(arg: &fscrypt_get_policy_ex_arg) -> [u8; 24] {
     out[8..].copy_from_slice(&v2.master_key_identifier);
     out
 }
+
+/// `add_key(2)`: a key of `key_type` with `description` and `payload` in
+/// `keyring` (a serial or a `KEY_SPEC_*` value); returns its serial.
+///
+/// # Errors
+/// The kernel's errno.
+pub fn add_key(
+    key_type: &CStr,
+    description: &CStr,
+    payload: &[u8],
+    keyring: i32,
+) -> Result<i32, Errno> {
+    // SAFETY: NUL-terminated strings and a payload pointer/length pair
+    // valid for the call; the kernel copies them.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_add_key,
+            key_type.as_ptr(),
+            description.as_ptr(),
+            payload.as_ptr(),
+            payload.len(),
+            keyring,
+        )
+    };
+    if r < 0 {
+        Err(Errno::from_raw_os_error(errno()))
+    } else {
+        Ok(r as i32)
+    }
+}
+
+/// `keyctl(KEYCTL_SEARCH, keyring, type, description, 0)`: the serial of
+/// a matching key reachable from `keyring`.
+///
+/// # Errors
+/// `ENOKEY` when there is none; the kernel's errno.
+pub fn keyctl_search(keyring: i32, key_type: &CStr, description: &CStr) -> Result<i32, Errno> {
+    // SAFETY: plain integers and NUL-terminated strings valid for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_SEARCH,
+            keyring,
+            key_type.as_ptr(),
+            description.as_ptr(),
+            0,
+        )
+    };
+    if r < 0 {
+        Err(Errno::from_raw_os_error(errno()))
+    } else {
+        Ok(r as i32)
+    }
+}
+
+/// `keyctl(KEYCTL_UNLINK, key, keyring)`.
+///
+/// # Errors
+/// The kernel's errno.
+pub fn keyctl_unlink(key: i32, keyring: i32) -> Result<(), Errno> {
+    // SAFETY: plain integers.
+    let r = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_UNLINK, key, keyring) };
+    if r < 0 {
+        Err(Errno::from_raw_os_error(errno()))
+    } else {
+        Ok(())
+    }
+}
+
+/// `keyctl(KEYCTL_LINK, key, keyring)`.
+///
+/// # Errors
+/// The kernel's errno.
+pub fn keyctl_link(key: i32, keyring: i32) -> Result<(), Errno> {
+    // SAFETY: plain integers.
+    let r = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_LINK, key, keyring) };
+    if r < 0 {
+        Err(Errno::from_raw_os_error(errno()))
+    } else {
+        Ok(())
+    }
+}
+
+/// `keyctl(KEYCTL_GET_KEYRING_ID, id, create)`: the serial of a special
+/// keyring (`KEY_SPEC_*`).
+///
+/// # Errors
+/// The kernel's errno.
+pub fn keyctl_get_keyring_id(id: i32, create: bool) -> Result<i32, Errno> {
+    // SAFETY: plain integers.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_GET_KEYRING_ID,
+            id,
+            i32::from(create),
+        )
+    };
+    if r < 0 {
+        Err(Errno::from_raw_os_error(errno()))
+    } else {
+        Ok(r as i32)
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// `keyctl` operations (`include/uapi/linux/keyctl.h`).
+const KEYCTL_GET_KEYRING_ID: libc::c_int = 0;
+const KEYCTL_LINK: libc::c_int = 8;
+const KEYCTL_UNLINK: libc::c_int = 9;
+const KEYCTL_SEARCH: libc::c_int = 10;

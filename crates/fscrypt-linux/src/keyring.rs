@@ -366,3 +366,126 @@ mod tests {
         assert_eq!(RemovalOutcome::from_flags(2), RemovalOutcome::OtherUsers);
     }
 }
+
+/// Legacy v1 keys in the caller's **user keyring** (spec §10 "legacy
+/// method"): a `logon` key described `PREFIX:` + the descriptor in hex,
+/// whose 72-byte payload is `struct fscrypt_key` (mode 0, the raw key, its
+/// size). The prefix is the filesystem's legacy one for ext4 and f2fs
+/// (`ext4:`, `f2fs:`, as google/fscrypt writes them, for kernels before
+/// 4.8/4.6) and `fscrypt:` otherwise; the kernel tries `fscrypt:` and then
+/// the legacy prefix, so lookups and removals here try both. The kernel
+/// finds the key through the keyrings of the process that opens a file.
+/// google/fscrypt keeps v1 keys here unless its config says
+/// `use_fs_keyring_for_v1_policies`.
+pub mod user {
+    use std::ffi::CString;
+    use std::path::Path;
+
+    use fscrypt::KeyDescriptor;
+    use rustix::io::Errno;
+    use zeroize::Zeroizing;
+
+    use crate::error::{Error, Operation};
+    use crate::ioctl;
+
+    /// `KEY_SPEC_USER_KEYRING`.
+    const USER_KEYRING: i32 = -4;
+    /// `KEY_SPEC_THREAD_KEYRING`.
+    const THREAD_KEYRING: i32 = -1;
+
+    /// The description prefix google/fscrypt uses on a filesystem type.
+    pub fn prefix(fs_type: &str) -> &'static str {
+        match fs_type {
+            "ext4" => "ext4:",
+            "f2fs" => "f2fs:",
+            _ => "fscrypt:",
+        }
+    }
+
+    fn descriptions(fs_type: &str, d: KeyDescriptor) -> Vec<CString> {
+        let mut v = vec![prefix(fs_type)];
+        if v[0] != "fscrypt:" {
+            v.push("fscrypt:");
+        }
+        v.into_iter()
+            .map(|p| CString::new(format!("{p}{d}")).expect("no NUL in hex"))
+            .collect()
+    }
+
+    fn err(errno: Errno) -> Error {
+        Error::Other {
+            op: Operation::UserKeyring,
+            path: Path::new("@u").to_path_buf(),
+            errno,
+        }
+    }
+
+    /// The user keyring's serial, linked into this thread's keyring so its
+    /// keys are *possessed* (searchable, removable) even when the session
+    /// keyring does not link it (as google/fscrypt does).
+    fn user_keyring() -> Result<i32, Error> {
+        let id = ioctl::keyctl_get_keyring_id(USER_KEYRING, true).map_err(err)?;
+        ioctl::keyctl_link(id, THREAD_KEYRING).map_err(err)?;
+        Ok(id)
+    }
+
+    /// The serials of the keys of `descriptor` (either prefix), and the
+    /// keyring's.
+    fn find(fs_type: &str, d: KeyDescriptor) -> Result<(Vec<i32>, i32), Error> {
+        let ring = user_keyring()?;
+        let mut keys = Vec::new();
+        for desc in descriptions(fs_type, d) {
+            match ioctl::keyctl_search(ring, c"logon", &desc) {
+                Ok(k) => keys.push(k),
+                Err(Errno::NOKEY | Errno::KEYREVOKED | Errno::KEYEXPIRED) => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        Ok((keys, ring))
+    }
+
+    /// Adds (or replaces) the key of `descriptor` for a filesystem of
+    /// `fs_type` (the prefix google/fscrypt uses there).
+    ///
+    /// # Errors
+    /// [`Error::KeyLength`] for a key not 1..=64 bytes; the keyring's errno.
+    pub fn add(fs_type: &str, descriptor: KeyDescriptor, key: &[u8]) -> Result<(), Error> {
+        if key.is_empty() || key.len() > crate::uapi::FSCRYPT_MAX_KEY_SIZE {
+            return Err(Error::KeyLength {
+                len: key.len(),
+                min: 1,
+                max: 64,
+                what: "a raw master key",
+            });
+        }
+        let mut payload = Zeroizing::new([0u8; 72]);
+        payload[4..4 + key.len()].copy_from_slice(key);
+        payload[68..72].copy_from_slice(&(key.len() as u32).to_ne_bytes());
+        let desc = &descriptions(fs_type, descriptor)[0];
+        ioctl::add_key(c"logon", desc, &payload[..], user_keyring()?)
+            .map(|_| ())
+            .map_err(err)
+    }
+
+    /// Whether a key of `descriptor` is in the user keyring.
+    ///
+    /// # Errors
+    /// The keyring's errno other than "no such key".
+    pub fn has(fs_type: &str, descriptor: KeyDescriptor) -> Result<bool, Error> {
+        Ok(!find(fs_type, descriptor)?.0.is_empty())
+    }
+
+    /// Unlinks the keys of `descriptor` from the user keyring: whether
+    /// there were any. Files already open keep their per-file keys until
+    /// their inodes are evicted (google/fscrypt drops the caches, as root).
+    ///
+    /// # Errors
+    /// The keyring's errno.
+    pub fn remove(fs_type: &str, descriptor: KeyDescriptor) -> Result<bool, Error> {
+        let (keys, ring) = find(fs_type, descriptor)?;
+        for k in &keys {
+            ioctl::keyctl_unlink(*k, ring).map_err(err)?;
+        }
+        Ok(!keys.is_empty())
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! * [`uapi`] — verbatim `#[repr(C)]` mirror of `include/uapi/linux/fscrypt.h`
 //!   and `include/uapi/linux/blk-crypto.h`.
-//! * [`ioctl`] — the raw calls (the only `unsafe` in this crate).
+//! * [`ioctl`] — the raw calls (with [`pam_auth`], the only `unsafe` in
+//!   this crate).
 //! * [`error`] — errno → explanation, in one place.
 //! * [`keyring`], [`policy`], [`blkcrypto`] — safe wrappers using the types of
 //!   the `fscrypt` crate.
@@ -13,6 +14,7 @@
 //!   directories, xattrs) used to see what the kernel stored on disk.
 //! * [`image`] — offline access to kernel-encrypted ext4 images: list,
 //!   read and extract with the keys given, no kernel involved.
+//! * [`pam_auth`] — checking a login password through PAM (`dlopen`ed).
 //! * [`verify`] — recompute every encrypted object with `fscrypt` and compare
 //!   with the kernel's on-disk bytes (spec §11.2).
 //!
@@ -26,6 +28,7 @@ pub mod ioctl;
 pub mod keyring;
 pub mod loopfs;
 pub mod mountinfo;
+pub mod pam_auth;
 pub mod policy;
 pub mod proc_crypto;
 pub mod uapi;

@@ -14,7 +14,9 @@
 //! * [`links`]: `protectors/<d>.link` files naming the filesystem (by UUID,
 //!   then mount point) that holds a protector;
 //! * [`login`]: login (`pam_passphrase`) protectors, kept on the root
-//!   filesystem, and the policies they protect.
+//!   filesystem, and the policies they protect;
+//! * [`recovery`]: recovery passphrases for directories whose login
+//!   protector is on another filesystem.
 //!
 //! The facts (formats, constants, algorithms) were learnt from google/fscrypt's
 //! sources (Apache-2.0); no code was copied.
@@ -26,6 +28,7 @@ pub mod keys;
 pub mod links;
 pub mod login;
 pub mod proto;
+pub mod recovery;
 pub mod store;
 
 pub use error::Error;

@@ -124,6 +124,21 @@ fn sync_dir(dir: &Path) -> Result<(), Error> {
 /// # Errors
 /// [`Error::Io`].
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), Error> {
+    write_atomic_owned(path, data, mode, None)
+}
+
+/// [`write_atomic`], the new file owned by `owner` (uid, gid) when given
+/// (root writing metadata on a user's behalf), set before it is renamed
+/// into place.
+///
+/// # Errors
+/// [`Error::Io`].
+pub fn write_atomic_owned(
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> Result<(), Error> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -137,6 +152,9 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), Error> {
             .custom_flags(libc_o_nofollow())
             .open(&tmp)
             .map_err(|e| Error::io(&tmp, e))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| Error::io(&tmp, e))?;
+        }
         f.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(|e| Error::io(&tmp, e))?;
         f.write_all(data).map_err(|e| Error::io(&tmp, e))?;
@@ -154,6 +172,9 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> Result<(), Error> {
 #[derive(Clone, Debug)]
 pub struct Store {
     mount: PathBuf,
+    /// Owner (uid, gid) of the files this store creates, when root
+    /// writes on a user's behalf ([`Store::owned_by`]).
+    owner: Option<(u32, u32)>,
 }
 
 fn check_descriptor(d: &str, lens: &[usize]) -> Result<(), Error> {
@@ -174,7 +195,17 @@ impl Store {
     pub fn new(mount: impl Into<PathBuf>) -> Store {
         Store {
             mount: mount.into(),
+            owner: None,
         }
+    }
+
+    /// This store, with new metadata files owned by `owner` (uid, gid):
+    /// google/fscrypt's rule when root sets up a login protector's
+    /// directory for a user, so the user can read (and later edit) its
+    /// policy, links and protectors. Replaced files keep their owner.
+    pub fn owned_by(mut self, owner: Option<(u32, u32)>) -> Store {
+        self.owner = owner;
+        self
     }
 
     /// The mount point.
@@ -356,8 +387,15 @@ impl Store {
 
     fn write(&self, path: &Path, data: &[u8]) -> Result<(), Error> {
         self.check_setup()?;
+        // A replaced file keeps its mode and, when we may, its owner.
+        let mut owner = self.owner;
         let mode = match std::fs::symlink_metadata(path) {
-            Ok(md) if md.is_file() => md.mode() & 0o777,
+            Ok(md) if md.is_file() => {
+                if rustix::process::geteuid().is_root() {
+                    owner = Some((md.uid(), md.gid()));
+                }
+                md.mode() & 0o777
+            }
             Ok(_) => {
                 return Err(Error::Insecure {
                     path: path.to_path_buf(),
@@ -366,7 +404,7 @@ impl Store {
             }
             Err(_) => FILE_MODE,
         };
-        write_atomic(path, data, mode)
+        write_atomic_owned(path, data, mode, owner)
     }
 
     /// Writes a protector (checked first) atomically.

@@ -144,13 +144,43 @@ pub fn unlock(o: &Options, uid: u32, password: &[u8]) -> Result<(usize, Vec<Stri
         }
         let r = actions::open_policy(&policy, &prot.protector_descriptor, &pkey)
             .map_err(|e| e.to_string())
-            .and_then(|key| add_key(&mount, &policy, &key[..]));
+            .and_then(|key| as_user(uid, || add_key(&mount, &policy, &key[..])));
         match r {
             Ok(()) => n += 1,
             Err(e) => errs.push(format!("policy {}: {e}", policy.key_descriptor)),
         }
     }
     Ok((n, errs))
+}
+
+/// Runs `f` with the filesystem uid and gid of user `uid` (this thread
+/// only: `setfsuid(2)`), restored afterwards. The kernel records who added
+/// a key by fsuid (`fs/crypto/keyring.c`: one claim per user), so keys
+/// added at login are the user's and the user can lock them without root,
+/// as with google/fscrypt's module; removal at logout takes the same claim.
+fn as_user<T>(uid: u32, f: impl FnOnce() -> T) -> T {
+    let gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.gid.as_raw());
+    // SAFETY (all three blocks): setfsgid/setfsuid take plain ids, only
+    // change this thread's filesystem ids and return the previous one,
+    // which is restored after `f`.
+    let old_gid = gid.map(|g| {
+        // SAFETY: as above.
+        unsafe { libc::setfsgid(g) }
+    });
+    // SAFETY: as above.
+    let old_uid = unsafe { libc::setfsuid(uid) };
+    let r = f();
+    // SAFETY: as above.
+    unsafe {
+        libc::setfsuid(old_uid as libc::uid_t);
+        if let Some(g) = old_gid {
+            libc::setfsgid(g as libc::gid_t);
+        }
+    }
+    r
 }
 
 fn add_key(mount: &Path, p: &PolicyData, key: &[u8]) -> Result<(), String> {
@@ -185,7 +215,7 @@ pub fn lock(o: &Options, uid: u32) -> Result<(usize, Vec<String>), String> {
             Ok(s) if s.presence == KeyPresence::Absent => continue,
             _ => {}
         }
-        match keyring::remove_key(&mount, spec, false) {
+        match as_user(uid, || keyring::remove_key(&mount, spec, false)) {
             Ok(_) => n += 1,
             Err(e) => errs.push(format!("policy {}: {e}", policy.key_descriptor)),
         }

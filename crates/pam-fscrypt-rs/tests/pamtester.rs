@@ -81,6 +81,10 @@ fn login_unlocks_logout_locks_password_change_rewraps() {
     let Some(user) = TestUser::new(t, "p", "Old-Login-Pw-31") else {
         return;
     };
+    // A session count left by an earlier failed run (same uid) would make
+    // close_session think another session is still open.
+    let count = format!("/run/fscrypt-rs/{}.count", user.uid);
+    let _ = std::fs::remove_file(&count);
     let tmp = TempDir::new(t);
     let mnt = fs.mount_point();
     let gfs = |args: &[&str], stdin: &[u8]| {
@@ -94,6 +98,7 @@ fn login_unlocks_logout_locks_password_change_rewraps() {
     assert!(o.status.success(), "{}", text(&o));
     let dir = mnt.join("home");
     std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.uid)).unwrap();
     let ua = format!("--user={}", user.name);
     let o = gfs(
         &[
@@ -165,6 +170,26 @@ fn login_unlocks_logout_locks_password_change_rewraps() {
         "not locked at close_session"
     );
 
+    // The key added at login is the user's (added with the user's fsuid,
+    // as google/fscrypt's module does): the user locks it without root.
+    let o = pamtester(
+        &strict,
+        &user.name,
+        &["authenticate", "open_session"],
+        b"Old-Login-Pw-31\n",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(readable(&dir.join("f"), "secret"));
+    let mut c = test_support::users::as_user(user.uid, user.uid, "fscrypt");
+    c.args(["lock", dir.to_str().unwrap(), "--quiet"])
+        .env("FSCRYPT_CONF", tmp.join("fscrypt.conf"))
+        .env("FSCRYPT_ROOT_MNT", mnt);
+    let o = test_support::run::output(&mut c, b"");
+    assert!(o.status.success(), "the user could not lock: {}", text(&o));
+    assert!(!readable(&dir.join("f"), "secret"));
+    let o = pamtester(&strict, &user.name, &["close_session"], b"");
+    assert!(o.status.success(), "{}", text(&o));
+
     // Password change through PAM: the login protector is re-wrapped; the
     // new password unlocks (module and fscrypt), the old one no longer.
     let o = pamtester(
@@ -203,5 +228,5 @@ fn login_unlocks_logout_locks_password_change_rewraps() {
     );
     assert!(o.status.success(), "{}", text(&o));
     assert!(readable(&dir.join("f"), "secret"));
-    let _ = std::fs::remove_file(format!("/run/fscrypt-rs/{}.count", user.uid));
+    let _ = std::fs::remove_file(&count);
 }

@@ -2,12 +2,15 @@
 //! directory: a protector (new or given), a new policy whose random key it
 //! wraps, the key added to the filesystem keyring, the policy set.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use zeroize::Zeroizing;
 
 use fscrypt_metadata::actions;
 use fscrypt_metadata::config::Config;
-use fscrypt_metadata::proto::SourceType;
+use fscrypt_metadata::proto::{ProtectorData, SourceType};
+use fscrypt_metadata::recovery;
 use fscrypt_metadata::store::Store;
 
 use crate::support::gfs::{self, EXIT_ALREADY, EXIT_NOT_EMPTY, MountId, SecretArgs};
@@ -42,6 +45,12 @@ pub struct Args {
     /// Use this existing protector instead of creating one.
     #[arg(long, value_name = "MOUNTPOINT:ID", conflicts_with_all = ["source", "name", "user"])]
     pub protector: Option<MountId>,
+    /// Do not add a recovery passphrase when the protector is on another
+    /// filesystem (a login protector on the root filesystem protecting a
+    /// directory elsewhere): without it, losing the root filesystem loses
+    /// the directory.
+    #[arg(long)]
+    pub no_recovery: bool,
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
@@ -180,6 +189,7 @@ fn login_protector(args: &Args, config: &Config) -> anyhow::Result<Chosen> {
         }
         None => {
             let secret = gfs::read_secret(&args.secret, SourceType::PamPassphrase, &what, true)?;
+            gfs::check_login_passphrase(&user.name, &secret)?;
             let (p, key) = actions::new_protector(
                 SourceType::PamPassphrase,
                 "",
@@ -211,19 +221,47 @@ fn encrypt_with(
         store: pstore,
         created: new_protector,
     } = chosen;
-    let (policy, policy_key) = actions::new_policy(
+    // Root encrypting with a user's login protector: the new metadata is
+    // the user's (google/fscrypt's rule), so the user can read it.
+    let owner = metadata_owner(&protector);
+    let store = &store.clone().owned_by(owner);
+    let pstore = pstore.owned_by(owner);
+    let (mut policy, policy_key) = actions::new_policy(
         &config.options,
         &protector.protector_descriptor,
         &protector_key,
     )
     .map_err(gfs::meta)?;
     let kpolicy = gfs::kernel_policy(&policy)?;
+    // google/fscrypt's rule: a policy whose protector is on another
+    // filesystem also gets a recovery passphrase, kept beside the policy.
+    let elsewhere = pstore.mount() != store.mount();
+    let recovery = if elsewhere && !args.no_recovery {
+        Some(new_recovery(
+            store,
+            &mut policy,
+            &policy_key,
+            dir,
+            &config.hash_costs,
+        )?)
+    } else {
+        None
+    };
+    let drop_recovery = || {
+        if let Some((_, rp)) = &recovery {
+            let _ = store.remove_protector(&rp.protector_descriptor);
+        }
+    };
     // Metadata first (a crash leaves unused metadata, never an encrypted
     // directory without its policy file), then the key, then the policy.
-    if new_protector {
-        pstore.put_protector(&protector).map_err(gfs::meta)?;
+    if let Some((_, rp)) = &recovery {
+        store.put_protector(rp).map_err(gfs::meta)?;
     }
-    let linked = if pstore.mount() != store.mount() {
+    if new_protector && let Err(e) = pstore.put_protector(&protector) {
+        drop_recovery();
+        return Err(gfs::meta(e));
+    }
+    let linked = if elsewhere {
         let target = gfs::main_mount_of(pstore.mount())?;
         match fscrypt_metadata::login::link_protector(
             store,
@@ -235,6 +273,7 @@ fn encrypt_with(
                 if new_protector {
                     let _ = pstore.remove_protector(&protector.protector_descriptor);
                 }
+                drop_recovery();
                 return Err(gfs::meta(e));
             }
         }
@@ -256,6 +295,7 @@ fn encrypt_with(
         if linked {
             let _ = store.remove_protector(&protector.protector_descriptor);
         }
+        drop_recovery();
     };
     if let Err(e) = store.put_policy(&policy) {
         undo(false);
@@ -269,6 +309,10 @@ fn encrypt_with(
         undo(true);
         return Err(e.into());
     }
+    let readme = match &recovery {
+        Some((pass, rp)) => Some(write_recovery_readme(store, &policy, dir, pass, rp)?),
+        None => None,
+    };
     if args.json {
         kernel::print_json(&serde_json::json!({
             "ok": true,
@@ -277,6 +321,8 @@ fn encrypt_with(
             "options": gfs::options_json(&policy.opts()),
             "protector": gfs::protector_json(&protector),
             "protector_created": new_protector,
+            "recovery_protector": recovery.as_ref().map(|(_, rp)| gfs::protector_json(rp)),
+            "recovery_readme": readme.as_ref().map(|p| p.display().to_string()),
         }))?;
     } else if !args.quiet {
         println!(
@@ -286,6 +332,81 @@ fn encrypt_with(
             protector.protector_descriptor,
             gfs::describe_protector(&protector)
         );
+        if let Some(r) = &readme {
+            println!(
+                "A recovery passphrase was added: see {}. Copy it somewhere safe: without it, \
+                 losing the root filesystem (where the login protector is) loses this directory.",
+                r.display()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Owner (uid, gid) for new metadata: the login protector's user when
+/// root writes it, else `None` (the caller's).
+fn metadata_owner(p: &ProtectorData) -> Option<(u32, u32)> {
+    if p.source_type() != SourceType::PamPassphrase || !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let uid = u32::try_from(p.uid).ok()?;
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
+    Some((uid, user.gid.as_raw()))
+}
+
+/// A recovery protector for `dir` (named so no protector on `store` has
+/// the name), added to `policy`; not stored yet.
+fn new_recovery(
+    store: &Store,
+    policy: &mut fscrypt_metadata::proto::PolicyData,
+    policy_key: &fscrypt_metadata::actions::PolicyKey,
+    dir: &Path,
+    costs: &fscrypt_metadata::proto::HashingCosts,
+) -> anyhow::Result<(Zeroizing<Vec<u8>>, ProtectorData)> {
+    let names: Vec<String> = store
+        .protectors()
+        .map_err(gfs::meta)?
+        .iter()
+        .filter_map(|d| store.protector(d).ok().map(|p| p.name))
+        .collect();
+    let dirname = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string());
+    let name = recovery::protector_name(&dirname, |n| names.iter().any(|x| x == n));
+    recovery::add_recovery(policy, policy_key, &name, costs).map_err(gfs::meta)
+}
+
+/// Writes the recovery instructions into the (now encrypted, unlocked)
+/// directory: a new file (never through a symlink), mode 0600, owned by
+/// the directory's owner, synced.
+fn write_recovery_readme(
+    store: &Store,
+    policy: &fscrypt_metadata::proto::PolicyData,
+    dir: &Path,
+    pass: &[u8],
+    rp: &ProtectorData,
+) -> anyhow::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let path = dir.join(recovery::README_NAME);
+    let m = store.mount().display();
+    let text = recovery::instructions(
+        pass,
+        &rp.name,
+        &format!("{m}:{}", rp.protector_descriptor),
+        &format!("{m}:{}", policy.key_descriptor),
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    let owner = std::fs::metadata(dir)?;
+    std::os::unix::fs::fchown(&f, Some(owner.uid()), Some(owner.gid()))?;
+    f.sync_all()?;
+    Ok(path)
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use fscrypt::Policy;
 use fscrypt_linux::keyring::{self, KeyPresence, RemovalOutcome};
 
 use crate::commands::remove_key::{EXIT_FILES_BUSY, EXIT_OTHER_USERS};
@@ -76,6 +77,13 @@ fn open_files(dir: &Path) -> Vec<String> {
     out
 }
 
+/// Evicts unused dentries and inodes (`/proc/sys/vm/drop_caches` = 2)
+/// after a sync: whether it could (root).
+fn drop_caches() -> bool {
+    rustix::fs::sync();
+    std::fs::write("/proc/sys/vm/drop_caches", "2\n").is_ok()
+}
+
 fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let dir = &args.dir;
     let Some(kpolicy) = gfs::dir_policy(dir)? else {
@@ -107,6 +115,30 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Write back dirty data while the key is still there.
     rustix::fs::sync();
+    if let Policy::V1(p1) = &kpolicy
+        && keyring::user::remove(&gfs::fs_type(&mount), p1.master_key_descriptor)?
+    {
+        // A user-keyring key (google/fscrypt's v1 default): open files keep
+        // their keys until their inodes go, so drop the caches, as
+        // google/fscrypt does (root only).
+        return if drop_caches() {
+            print("removed", format!("{} is now locked.", dir.display()), &[])?;
+            Ok(ExitCode::SUCCESS)
+        } else {
+            print(
+                "incompletely_removed",
+                format!(
+                    "{}: the key is removed from your user keyring, but files already opened stay \
+                     readable until the kernel's caches are dropped (as root: `fscrypt-rs lock {}`, \
+                     or `echo 2 > /proc/sys/vm/drop_caches`)",
+                    dir.display(),
+                    dir.display()
+                ),
+                &open_files(dir),
+            )?;
+            Ok(ExitCode::from(EXIT_FILES_BUSY))
+        };
+    }
     match keyring::remove_key(&mount, spec, args.all_users)? {
         RemovalOutcome::Removed => {
             print("removed", format!("{} is now locked.", dir.display()), &[])?;

@@ -327,7 +327,7 @@ fn create_protector(a: CreateProtectorArgs) -> anyhow::Result<ExitCode> {
                 ),
             ));
         }
-        (root, String::new(), i64::from(user.uid))
+        (root, user.name, i64::from(user.uid))
     } else {
         if a.user.is_some() {
             anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
@@ -354,6 +354,14 @@ fn create_protector(a: CreateProtectorArgs) -> anyhow::Result<ExitCode> {
         format!("protector {name:?}")
     };
     let secret = gfs::read_secret(&a.secret, source, &what, true)?;
+    // For a login protector `name` is the user's (login protectors have no
+    // name of their own).
+    let name = if source == SourceType::PamPassphrase {
+        gfs::check_login_passphrase(&name, &secret)?;
+        String::new()
+    } else {
+        name
+    };
     let (p, _) = actions::new_protector(source, &name, &config.hash_costs, &secret, uid)
         .map_err(gfs::meta)?;
     store.put_protector(&p).map_err(gfs::meta)?;
@@ -502,7 +510,7 @@ fn add_protector(a: AddArgs) -> anyhow::Result<ExitCode> {
         pass: a.pass.clone(),
     };
     let via_key = open(&via_prot, &via_secret)?;
-    let pkey = actions::open_policy(&policy, &via, &via_key).map_err(gfs::meta)?;
+    let pkey = gfs::open_policy(&store, &policy, &via, &via_key)?;
     actions::add_protector_to_policy(&mut policy, &pkey, &prot.protector_descriptor, &new_key)
         .map_err(gfs::meta)?;
     let linked = link_if_needed(&store, &pstore, &prot.protector_descriptor)?;

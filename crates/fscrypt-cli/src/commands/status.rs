@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fscrypt::Policy;
-use fscrypt_linux::keyring::{self, KeyPresence, KeySpec};
+use fscrypt_linux::keyring::KeyPresence;
 use fscrypt_linux::{Error, ext4, mountinfo, policy};
 
 use crate::support::kernel;
@@ -73,19 +73,14 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match policy::get_policy(&args.path) {
         Ok(p) => {
             kernel_policy = Some(p);
-            let spec = match &p {
-                Policy::V1(p1) => KeySpec::Descriptor(p1.master_key_descriptor),
-                Policy::V2(p2) => KeySpec::Identifier(p2.master_key_identifier),
-            };
             out["encrypted"] = true.into();
             out["policy"] = kernel::policy_json(&p);
-            let key = match keyring::key_status(&m.mount_point, spec) {
-                Ok(st) => match st.presence {
-                    KeyPresence::Absent => "absent",
-                    KeyPresence::Present => "present",
-                    KeyPresence::IncompletelyRemoved => "incompletely_removed",
-                },
-                Err(_) => "unknown",
+            // The filesystem keyring, or for v1 also the user keyring.
+            let key = match crate::support::gfs::key_presence(&m.mount_point, &p) {
+                Some(KeyPresence::Absent) => "absent",
+                Some(KeyPresence::Present) => "present",
+                Some(KeyPresence::IncompletelyRemoved) => "incompletely_removed",
+                None => "unknown",
             };
             out["key_status"] = key.into();
             policy_text = Some((kernel::policy_text(&p), key));

@@ -1,12 +1,13 @@
 //! `fscrypt-rs unlock DIR`: unwrap a google/fscrypt policy's key with one
 //! of its protectors and add it to the filesystem keyring.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use fscrypt_linux::keyring::KeyPresence;
 use fscrypt_metadata::actions;
-use fscrypt_metadata::proto::SourceType;
+use fscrypt_metadata::proto::{ProtectorData, SourceType};
 use fscrypt_metadata::store::Store;
 
 use crate::support::gfs::{self, EXIT_NOT_FOUND, MountId, SecretArgs};
@@ -104,32 +105,18 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                     candidates.push(p);
                 }
             }
-            // With --key: the raw key protectors; without: the others.
-            let matching: Vec<_> = candidates
-                .iter()
-                .filter(|p| (p.source_type() == SourceType::RawKey) == args.secret.key.is_some())
-                .collect();
-            let chosen = if slots.len() == 1 {
-                slots[0].to_string()
-            } else if matching.len() == 1 {
-                matching[0].protector_descriptor.clone()
-            } else {
-                let list: Vec<String> = candidates
-                    .iter()
-                    .map(|p| {
-                        format!(
-                            "{}:{} ({})",
-                            store.mount().display(),
-                            p.protector_descriptor,
-                            gfs::describe_protector(p)
-                        )
-                    })
-                    .collect();
-                anyhow::bail!(
-                    "{} has several protectors; choose one with --unlock-with: {}",
-                    dir.display(),
-                    list.join(", ")
-                );
+            let chosen = match choose_protector(&slots, &candidates, args.secret.key.is_some()) {
+                Some(d) => d,
+                None if std::io::stdin().is_terminal() => {
+                    prompt_for_protector(&store, &candidates)?
+                }
+                None => {
+                    anyhow::bail!(
+                        "{} has several protectors; choose one with --unlock-with: {}",
+                        dir.display(),
+                        protector_list(&store, &candidates).join(", ")
+                    );
+                }
             };
             (store.clone(), chosen)
         }
@@ -139,7 +126,67 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let what = format!("{} ({})", gfs::describe_protector(&protector), pdesc);
     let secret = gfs::read_secret(&args.secret, protector.source_type(), &what, false)?;
     let pkey = actions::open_protector(&protector, &secret).map_err(gfs::meta)?;
-    let key = actions::open_policy(&policy, &pdesc, &pkey).map_err(gfs::meta)?;
+    let key = gfs::open_policy(&store, &policy, &pdesc, &pkey)?;
     gfs::add_policy_key(store.mount(), &policy, &key[..])?;
     done(false, Some(&pdesc))
+}
+
+/// The protector to use when `--unlock-with` is not given, as google/fscrypt
+/// chooses: the only one; with `--key`, the only raw-key protector; without,
+/// the calling user's login protector, else the only non-raw-key one.
+/// `None`: the user must choose.
+fn choose_protector(slots: &[&str], candidates: &[ProtectorData], raw_key: bool) -> Option<String> {
+    if slots.len() == 1 {
+        return Some(slots[0].to_string());
+    }
+    let only = |f: &dyn Fn(&ProtectorData) -> bool| -> Option<String> {
+        let mut it = candidates.iter().filter(|p| f(p));
+        match (it.next(), it.next()) {
+            (Some(p), None) => Some(p.protector_descriptor.clone()),
+            _ => None,
+        }
+    };
+    if raw_key {
+        return only(&|p| p.source_type() == SourceType::RawKey);
+    }
+    let me = i64::from(rustix::process::getuid().as_raw());
+    only(&|p| p.source_type() == SourceType::PamPassphrase && p.uid == me)
+        .or_else(|| only(&|p| p.source_type() != SourceType::RawKey))
+}
+
+/// `MOUNT:ID (description)` for each candidate.
+fn protector_list(store: &Store, candidates: &[ProtectorData]) -> Vec<String> {
+    candidates
+        .iter()
+        .map(|p| {
+            format!(
+                "{}:{} ({})",
+                store.mount().display(),
+                p.protector_descriptor,
+                gfs::describe_protector(p)
+            )
+        })
+        .collect()
+}
+
+/// Asks on the terminal which protector to use (a number from the list).
+fn prompt_for_protector(store: &Store, candidates: &[ProtectorData]) -> anyhow::Result<String> {
+    let list = protector_list(store, candidates);
+    eprintln!("The available protectors are:");
+    for (i, l) in list.iter().enumerate() {
+        eprintln!("  {}. {l}", i + 1);
+    }
+    eprint!("Enter the number of the protector to use: ");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    match line.trim().parse::<usize>() {
+        Ok(n) if (1..=candidates.len()).contains(&n) => {
+            Ok(candidates[n - 1].protector_descriptor.clone())
+        }
+        _ => anyhow::bail!(
+            "no protector {:?}: enter a number from 1 to {}",
+            line.trim(),
+            candidates.len()
+        ),
+    }
 }

@@ -80,6 +80,62 @@ pub fn meta(e: MetaError) -> anyhow::Error {
     failure(code, kind, e.to_string())
 }
 
+/// The policy key, unwrapped by an opened protector. The protector's
+/// secret was right, so a slot that does not unwrap means a damaged or
+/// edited policy file: [`EXIT_CORRUPT`], not "wrong passphrase".
+///
+/// # Errors
+/// That, and the policy's other errors.
+pub fn open_policy(
+    store: &Store,
+    policy: &PolicyData,
+    protector: &str,
+    protector_key: &fscrypt_metadata::keys::Key32,
+) -> anyhow::Result<fscrypt_metadata::actions::PolicyKey> {
+    fscrypt_metadata::actions::open_policy(policy, protector, protector_key).map_err(|e| match e {
+        MetaError::WrongSecret { .. } => failure(
+            EXIT_CORRUPT,
+            "policy_key_unwrap",
+            format!(
+                "policy {d}'s key does not unwrap with protector {protector}, whose secret is right: \
+                 the policy file is damaged or was edited; restore {} from a backup, or unlock with \
+                 another protector",
+                store.policy_dir().join(&policy.key_descriptor).display(),
+                d = policy.key_descriptor,
+            ),
+        ),
+        e => meta(e),
+    })
+}
+
+/// Checks `pass` is `user`'s login password before a login protector is
+/// made with it (google/fscrypt's check, PAM service `fscrypt`). Without
+/// libpam the check is skipped with a warning.
+///
+/// # Errors
+/// [`EXIT_WRONG_SECRET`] when PAM refuses it; PAM that cannot start.
+pub fn check_login_passphrase(user: &str, pass: &[u8]) -> anyhow::Result<()> {
+    use fscrypt_linux::pam_auth::{self, PamAuthError};
+    match pam_auth::check_password("fscrypt", user, pass) {
+        Ok(()) => Ok(()),
+        Err(PamAuthError::Unavailable) => {
+            eprintln!(
+                "fscrypt-rs: warning: libpam.so.0 not found, so the login passphrase of {user} \
+                 was not checked: a wrong one makes a protector that never opens at login"
+            );
+            Ok(())
+        }
+        Err(PamAuthError::Refused(_)) => Err(failure(
+            EXIT_WRONG_SECRET,
+            "wrong_secret",
+            format!("that is not the login passphrase of {user}; try again"),
+        )),
+        Err(e) => Err(anyhow::anyhow!(
+            "checking the login passphrase of {user}: {e}"
+        )),
+    }
+}
+
 /// Runs a command body; a [`Failure`] is printed (one line on stderr, and
 /// an `{"ok":false,...}` object on stdout with `--json`) and becomes its
 /// exit status; other errors go back to `main` (exit 1).
@@ -206,13 +262,37 @@ pub fn add_policy_key(mount: &Path, p: &PolicyData, key: &[u8]) -> anyhow::Resul
                 );
             }
         }
+        Policy::V1(p1) if v1_in_user_keyring() => {
+            keyring::user::add(&fs_type(mount), p1.master_key_descriptor, key)?
+        }
         Policy::V1(p1) => keyring::add_key_v1(mount, p1.master_key_descriptor, key)?,
     }
     Ok(())
 }
 
-/// Whether the key of a policy is present in the filesystem keyring.
+/// The filesystem type mounted at `mount` (`ext4`...; empty if unknown).
+pub fn fs_type(mount: &Path) -> String {
+    mountinfo::find_mount(mount)
+        .map(|m| m.fs_type)
+        .unwrap_or_default()
+}
+
+/// Whether v1 policy keys go to the caller's user keyring (google/fscrypt's
+/// default) rather than the filesystem keyring: the config's
+/// `use_fs_keyring_for_v1_policies` is false. No readable config: the
+/// filesystem keyring.
+pub fn v1_in_user_keyring() -> bool {
+    fscrypt_metadata::config::Config::load().is_ok_and(|c| !c.use_fs_keyring_for_v1_policies)
+}
+
+/// Whether the key of a policy is present: in the filesystem keyring, or
+/// for v1 also in the caller's user keyring.
 pub fn key_presence(mount: &Path, p: &Policy) -> Option<KeyPresence> {
+    if let Policy::V1(p1) = p
+        && keyring::user::has(&fs_type(mount), p1.master_key_descriptor).unwrap_or(false)
+    {
+        return Some(KeyPresence::Present);
+    }
     keyring::key_status(mount, policy_key_spec(p).1)
         .ok()
         .map(|s| s.presence)

@@ -56,11 +56,20 @@ impl EncryptedFs {
 
     /// Reads a user xattr; `size` 0 asks for the length. Returns the value.
     ///
+    /// Names outside `user.` (`security.*`, `system.posix_acl_*`,
+    /// `trusted.*`) get `EOPNOTSUPP` at once, without backing I/O: this
+    /// filesystem has no such namespaces (setting them fails the same way).
+    /// That answer, unlike `ENODATA`, tells tools the whole mount has none:
+    /// GNU `ls -l` then stops asking for every entry's SELinux context and
+    /// ACL (it remembers "unsupported" per device), and the kernel's
+    /// `security.capability` check before a first write treats it as "no
+    /// capabilities" as it does `ENODATA`.
+    ///
     /// # Errors
     /// `ENODATA`, `ERANGE`, `EOPNOTSUPP`, backing errors.
     pub fn getxattr(&self, ino: InodeNo, name: &OsStr, size: u32) -> Result<Vec<u8>> {
         if !name.as_bytes().starts_with(b"user.") {
-            return Err(Error::NoXattr);
+            return Err(Error::NotSupported);
         }
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
