@@ -13,6 +13,8 @@ command -v setfacl >/dev/null 2>&1 || need_apt+=(acl)
 # multi-user remove-key test) are used by the kernel tests.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+# setfacl (acl): the `encrypt --convert` test sets ACLs on the tree it converts.
+command -v setfacl >/dev/null 2>&1 || need_apt+=(acl)
 # google/fscrypt 0.3.x (the `fscrypt` tool), its PAM module and pamtester: the
 # interop tests (crates/fscrypt-cli/tests/gfs_interop.rs) check fscrypt-rs's
 # `setup/encrypt/unlock/lock/status` against the real tool's metadata.

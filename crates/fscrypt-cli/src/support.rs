@@ -5,4 +5,5 @@ pub mod gfs;
 pub mod heap;
 pub mod kernel;
 pub mod mounts;
+pub mod progress;
 pub mod secret;

@@ -23,6 +23,7 @@ mod fs;
 mod fuse;
 mod fusermount;
 mod handles;
+pub mod image;
 mod inodes;
 mod lock;
 pub mod stats;
@@ -188,17 +189,17 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<Prepared> {
 /// Mounting ourselves also records the subtype (`fuse.fscrypt-rs` in
 /// /proc/mounts). Without root, the setuid `fusermount3` mounts and hands
 /// us the device (`fusermount.rs`); the session owns no mount either.
-struct MountedSession {
-    session: fuser::Session<fuse::FuseAdapter>,
+struct MountedSession<F: fuser::Filesystem> {
+    session: fuser::Session<F>,
     /// We mounted with mount(2); we unmount, fuser never does.
     own_mount: bool,
 }
 
-fn new_session(
-    adapter: fuse::FuseAdapter,
+fn new_session<F: fuser::Filesystem>(
+    adapter: F,
     mountpoint: &Path,
     fc: fuser::Config,
-) -> Result<MountedSession> {
+) -> Result<MountedSession<F>> {
     use std::os::fd::AsRawFd;
     if !rustix::process::geteuid().is_root() {
         let dev = fusermount::mount(mountpoint, &fc)?;
@@ -290,7 +291,6 @@ fn new_session(
 /// bad or the vault is mounted already, [`Error::Corrupt`]/[`Error::Io`]
 /// when the backing directory cannot be used.
 pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // This process is the daemon: nothing of it may reach a core file.
     if let Err(e) =
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
@@ -310,6 +310,13 @@ pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
         fc,
         lock: _lock,
     } = prepare(config, mountpoint)?;
+    serve(adapter, fc, mountpoint)
+}
+
+/// Serves `adapter` at `mountpoint` (canonical) until it is unmounted or
+/// the process gets SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
+fn serve<F: fuser::Filesystem>(adapter: F, fc: fuser::Config, mountpoint: &Path) -> Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // Modes are exactly what the kernel passes: it has already applied the
     // caller's umask (fuser does not ask for FUSE_DONT_MASK), so the
     // daemon's own umask must not mask them a second time.

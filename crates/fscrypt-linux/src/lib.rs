@@ -9,6 +9,8 @@
 //!   the `fscrypt` crate.
 //! * [`loopfs`] — scratch loop-device ext4 filesystems for tests and demos.
 //! * [`proc_crypto`] — which kernel Crypto API driver fscrypt would get.
+//! * [`convert`] — in-place, resumable conversion of a non-empty directory
+//!   to kernel fscrypt (copy, verify, exchange, remove).
 //! * [`mountinfo`] — which block device and filesystem hold a path.
 //! * [`ext4`] — a read-only ext4 reader (superblock, inodes, extents,
 //!   directories, xattrs) used to see what the kernel stored on disk.
@@ -21,6 +23,7 @@
 //! Spec references are to `docs/spec/FSCRYPT-FORMAT.md`.
 
 pub mod blkcrypto;
+pub mod convert;
 pub mod error;
 pub mod ext4;
 pub mod image;

@@ -1,9 +1,15 @@
 //! `fscrypt-rs encrypt DIR`: google/fscrypt-style encryption of an empty
 //! directory: a protector (new or given), a new policy whose random key it
-//! wraps, the key added to the filesystem keyring, the policy set.
+//! wraps, the key added to the filesystem keyring, the policy set. With
+//! `--convert`, a directory that holds files: the policy goes on an empty
+//! directory beside it and `fscrypt_linux::convert` copies, verifies and
+//! swaps the tree in (resumably).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use fscrypt_linux::convert::{self, Conversion, ConvertError, Phase};
 
 use zeroize::Zeroizing;
 
@@ -13,7 +19,9 @@ use fscrypt_metadata::proto::{ProtectorData, SourceType};
 use fscrypt_metadata::recovery;
 use fscrypt_metadata::store::Store;
 
-use crate::support::gfs::{self, EXIT_ALREADY, EXIT_NOT_EMPTY, MountId, SecretArgs};
+use crate::support::gfs::{
+    self, EXIT_ALREADY, EXIT_CONVERT_REFUSED, EXIT_NOT_EMPTY, MountId, SecretArgs,
+};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs encrypt`.
@@ -24,13 +32,25 @@ use crate::support::kernel;
                   key wrapped by it, add the key to the filesystem keyring and set the policy on \
                   the empty directory DIR. The metadata is google/fscrypt 0.3.x's: `fscrypt \
                   unlock` works on the result. Passphrases come from the terminal, --passfile or \
-                  one line of stdin.\n\nExit status: 0 done; 12 wrong passphrase or key; 22 not \
-                  set up; 23 DIR not empty; 25 DIR already encrypted; 26 no encryption support; \
-                  20/21 corrupt or unsafe metadata; 1 error."
+                  one line of stdin.\n\nWith --convert, DIR may hold files: they are copied into a \
+                  new encrypted directory beside it (.DIR.fscrypt-convert/) with all their \
+                  metadata, verified, swapped in atomically, and the plaintext is removed. A \
+                  crash or Ctrl-C leaves the original untouched or the result complete; rerun \
+                  the same command to continue. Deleted plaintext blocks may stay readable on \
+                  the device until overwritten.\n\nExit status: 0 done; 12 wrong passphrase or \
+                  key; 22 not set up; 23 DIR not empty (without --convert); 25 DIR already \
+                  encrypted; 26 no encryption support; 27 --convert refused (mount point, open \
+                  files, too little space) or a conversion is pending; 130 interrupted \
+                  (resumable); 20/21 corrupt or unsafe metadata; 1 error."
 )]
 pub struct Args {
-    /// An empty directory on a filesystem set up with `fscrypt-rs setup`.
+    /// An empty directory on a filesystem set up with `fscrypt-rs setup`
+    /// (with --convert: any directory).
     pub dir: PathBuf,
+    /// Encrypt a directory that holds files, in place: copy, verify, swap
+    /// atomically, remove the plaintext (resumable: rerun to continue).
+    #[arg(long)]
+    pub convert: bool,
     /// Source of a new protector (default: the config's).
     #[arg(long, value_parser = ["custom_passphrase", "raw_key", "pam_passphrase"])]
     pub source: Option<String>,
@@ -75,7 +95,37 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     if !md.is_dir() {
         anyhow::bail!("{} is not a directory", dir.display());
     }
+    let pending = Conversion::pending(dir).map_err(convert_failure)?;
+    if let Some(c) = &pending {
+        if !args.convert {
+            return Err(gfs::failure(
+                EXIT_CONVERT_REFUSED,
+                "conversion_pending",
+                format!("{}: rerun with --convert to continue", c.describe_next()),
+            ));
+        }
+        if !args.quiet && !args.json {
+            eprintln!("fscrypt-rs: {}", c.describe_next());
+        }
+    }
+    let start = match pending {
+        Some(c) if c.phase() == Phase::Preparing => Some(Start::Restart(c)),
+        Some(c) => return run_conversion(&args, c, None),
+        None => None,
+    };
     if gfs::dir_policy(dir)?.is_some() {
+        // A conversion that finished just before its recovery instructions
+        // were moved in: deliver them now.
+        if let Some(r) = deliver_recovery_readme(dir)? {
+            if !args.quiet {
+                println!(
+                    "The conversion of {} was complete; its recovery passphrase is in {}.",
+                    dir.display(),
+                    r.display()
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         return Err(gfs::failure(
             EXIT_ALREADY,
             "already_encrypted",
@@ -86,17 +136,27 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             ),
         ));
     }
-    if std::fs::read_dir(dir)?.next().is_some() {
-        return Err(gfs::failure(
-            EXIT_NOT_EMPTY,
-            "directory_not_empty",
-            format!(
-                "{} is not empty; encrypt an empty directory and move the files in \
-                 (--convert is not available yet)",
-                dir.display()
-            ),
-        ));
-    }
+    let start = match start {
+        Some(s) => Some(s),
+        None if std::fs::read_dir(dir)?.next().is_some() => {
+            if !args.convert {
+                return Err(gfs::failure(
+                    EXIT_NOT_EMPTY,
+                    "directory_not_empty",
+                    format!(
+                        "{} is not empty; add --convert to encrypt it in place (copy, verify, \
+                         swap), or encrypt an empty directory and move the files in",
+                        dir.display()
+                    ),
+                ));
+            }
+            // Refusals (mount point, open files, space) before anything
+            // is written.
+            convert::preflight(dir).map_err(convert_failure)?;
+            Some(Start::Fresh)
+        }
+        None => None,
+    };
     let store = gfs::store_of(dir)?;
     let config = Config::load().map_err(gfs::meta)?;
     let chosen = match &args.protector {
@@ -120,7 +180,8 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 None => config.source,
             };
             if source == SourceType::PamPassphrase {
-                return encrypt_with(&args, &store, &config, login_protector(&args, &config)?);
+                let chosen = login_protector(&args, &config)?;
+                return encrypt_with(&args, &store, &config, chosen, start);
             }
             if args.user.is_some() {
                 anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
@@ -153,7 +214,91 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     };
-    encrypt_with(&args, &store, &config, chosen)
+    encrypt_with(&args, &store, &config, chosen, start)
+}
+
+/// How a conversion begins once the protector is chosen.
+enum Start {
+    /// A new work directory.
+    Fresh,
+    /// The work directory of a conversion interrupted while being set up.
+    Restart(Conversion),
+}
+
+/// Ctrl-C during a conversion: stop at the next safe point.
+static CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// Exit status after Ctrl-C (128 + SIGINT).
+const EXIT_INTERRUPTED: u8 = 130;
+
+const FREED_BLOCKS_NOTE: &str = "the plaintext was deleted, not erased: its freed blocks may \
+     remain readable on the device until overwritten (on SSDs possibly longer)";
+
+/// The exit status and one-line reason of a conversion error.
+fn convert_failure(e: ConvertError) -> anyhow::Error {
+    let (code, kind) = match &e {
+        ConvertError::MountPoint(_) => (EXIT_CONVERT_REFUSED, "mount_point"),
+        ConvertError::OpenFiles { .. } => (EXIT_CONVERT_REFUSED, "files_open"),
+        ConvertError::NoSpace { .. } | ConvertError::NoInodes { .. } => {
+            (EXIT_CONVERT_REFUSED, "no_space")
+        }
+        ConvertError::Locked(_) => (EXIT_CONVERT_REFUSED, "locked"),
+        ConvertError::Interrupted => (EXIT_INTERRUPTED, "interrupted"),
+        ConvertError::BadState { .. } => (gfs::EXIT_INSECURE, "bad_conversion_state"),
+        _ => (1, "convert_failed"),
+    };
+    gfs::failure(code, kind, e.to_string())
+}
+
+/// Runs (or continues) a prepared conversion and prints the outcome;
+/// `what` describes the policy and protector when they were just made.
+fn run_conversion(
+    args: &Args,
+    mut c: Conversion,
+    what: Option<(String, serde_json::Value)>,
+) -> anyhow::Result<ExitCode> {
+    if ctrlc::set_handler(|| CANCEL.store(true, Ordering::SeqCst)).is_err() && !args.quiet {
+        eprintln!("fscrypt-rs: warning: no Ctrl-C handler; Ctrl-C still leaves a resumable state");
+    }
+    let mut bar = crate::support::progress::Bar::new(!args.quiet && !args.json);
+    let r = c.run(&CANCEL, &mut |p| bar.update(p));
+    bar.finish();
+    let summary = r.map_err(convert_failure)?;
+    let readme = deliver_recovery_readme(c.dir())?;
+    let dir = c.dir().display().to_string();
+    if args.json {
+        let mut j = serde_json::json!({
+            "ok": true,
+            "dir": dir,
+            "converted": true,
+            "objects": summary.objects,
+            "bytes": summary.bytes,
+            "warning": FREED_BLOCKS_NOTE,
+        });
+        if let Some((_, v)) = what {
+            j["encryption"] = v;
+        }
+        j["recovery_readme"] = readme.as_ref().map(|p| p.display().to_string()).into();
+        kernel::print_json(&j)?;
+    } else if !args.quiet {
+        let how = what.map(|(s, _)| format!(" ({s})")).unwrap_or_default();
+        println!(
+            "{dir} is now encrypted{how} and unlocked: {} objects, {:.1} MiB copied and verified.",
+            summary.objects,
+            summary.bytes as f64 / f64::from(1u32 << 20)
+        );
+        println!("Note: {FREED_BLOCKS_NOTE}.");
+        if let Some(r) = &readme {
+            println!(
+                "A recovery passphrase was added: see {}. Copy it somewhere safe: without it, \
+                 losing the root filesystem (where the login protector is) loses this directory.",
+                r.display()
+            );
+        }
+    } else {
+        eprintln!("fscrypt-rs: note: {FREED_BLOCKS_NOTE}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The protector a new policy is wrapped by.
@@ -213,8 +358,24 @@ fn encrypt_with(
     store: &Store,
     config: &Config,
     chosen: Chosen,
+    start: Option<Start>,
 ) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir;
+    let mut conv = match start {
+        None => None,
+        Some(Start::Fresh) => Some(Conversion::begin(&args.dir).map_err(convert_failure)?),
+        Some(Start::Restart(mut c)) => {
+            c.restart_preparing().map_err(convert_failure)?;
+            // Recovery instructions of the abandoned policy, if any.
+            let stash = recovery_stash_of(&args.dir)?;
+            if std::fs::symlink_metadata(&stash).is_ok() {
+                std::fs::remove_dir_all(&stash)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
+            }
+            Some(c)
+        }
+    };
+    let target = conv.as_ref().map(Conversion::encrypted_dir);
+    let dir: &Path = target.as_deref().unwrap_or(&args.dir);
     let Chosen {
         protector,
         key: protector_key,
@@ -241,7 +402,7 @@ fn encrypt_with(
             store,
             &mut policy,
             &policy_key,
-            dir,
+            &args.dir,
             &config.hash_costs,
         )?)
     } else {
@@ -309,8 +470,41 @@ fn encrypt_with(
         undo(true);
         return Err(e.into());
     }
+    if let Some(mut c) = conv.take() {
+        let text = format!(
+            "policy {}, protector {}: {}",
+            policy.key_descriptor,
+            protector.protector_descriptor,
+            gfs::describe_protector(&protector)
+        );
+        let j = serde_json::json!({
+            "policy": policy.key_descriptor,
+            "options": gfs::options_json(&policy.opts()),
+            "protector": gfs::protector_json(&protector),
+            "protector_created": new_protector,
+        });
+        // The recovery instructions wait, encrypted under the new policy,
+        // in a directory of their own beside DIR (the conversion's work
+        // directory is rebuilt on a restart): a conversion interrupted and
+        // rerun still delivers them into the finished DIR.
+        if let Some((pass, rp)) = &recovery {
+            let stash = recovery_stash_of(&args.dir)?;
+            std::fs::create_dir(&stash).map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
+            fscrypt_linux::policy::set_policy(&stash, &kpolicy)?;
+            write_recovery_readme(store, &policy, &stash, owner_of(&args.dir)?, pass, rp)?;
+        }
+        c.mark_prepared().map_err(convert_failure)?;
+        return run_conversion(args, c, Some((text, j)));
+    }
     let readme = match &recovery {
-        Some((pass, rp)) => Some(write_recovery_readme(store, &policy, dir, pass, rp)?),
+        Some((pass, rp)) => Some(write_recovery_readme(
+            store,
+            &policy,
+            dir,
+            owner_of(dir)?,
+            pass,
+            rp,
+        )?),
         None => None,
     };
     if args.json {
@@ -377,18 +571,62 @@ fn new_recovery(
     recovery::add_recovery(policy, policy_key, &name, costs).map_err(gfs::meta)
 }
 
-/// Writes the recovery instructions into the (now encrypted, unlocked)
+/// Owner (uid, gid) of `path`.
+fn owner_of(path: &Path) -> anyhow::Result<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((m.uid(), m.gid()))
+}
+
+/// Where a conversion keeps the recovery instructions until DIR is done:
+/// `.NAME.fscrypt-recovery` beside DIR, encrypted with DIR's new policy.
+fn recovery_stash_of(dir: &Path) -> anyhow::Result<PathBuf> {
+    let work = convert::work_dir_of(dir).map_err(convert_failure)?;
+    let name = work.file_name().unwrap_or_default().to_string_lossy();
+    Ok(work.with_file_name(name.replace(".fscrypt-convert", ".fscrypt-recovery")))
+}
+
+/// After a finished conversion: moves the waiting recovery instructions
+/// into DIR (same policy, so the kernel allows the rename; under another
+/// name if DIR has one of its own) and removes their directory. Returns
+/// where they are now.
+fn deliver_recovery_readme(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let stash = recovery_stash_of(dir)?;
+    let from = stash.join(recovery::README_NAME);
+    if std::fs::symlink_metadata(&from).is_err() {
+        let _ = std::fs::remove_dir(&stash);
+        return Ok(None);
+    }
+    let mut to = dir.join(recovery::README_NAME);
+    let mut n = 1;
+    while std::fs::symlink_metadata(&to).is_ok() {
+        n += 1;
+        to = dir.join(format!("fscrypt_recovery_readme ({n}).txt"));
+    }
+    // DIR keeps the times the conversion gave it (the original's).
+    let times = std::fs::metadata(dir).and_then(|m| Ok((m.accessed()?, m.modified()?)));
+    std::fs::rename(&from, &to).map_err(|e| anyhow::anyhow!("{}: {e}", from.display()))?;
+    if let Ok((a, m)) = times {
+        let t = std::fs::FileTimes::new().set_accessed(a).set_modified(m);
+        let _ = std::fs::File::open(dir).and_then(|f| f.set_times(t));
+    }
+    std::fs::remove_dir(&stash).map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
+    Ok(Some(to))
+}
+
+/// Writes the recovery instructions into the (encrypted, unlocked)
 /// directory: a new file (never through a symlink), mode 0600, owned by
-/// the directory's owner, synced.
+/// `owner` (the directory's owner), synced.
 fn write_recovery_readme(
     store: &Store,
     policy: &fscrypt_metadata::proto::PolicyData,
     dir: &Path,
+    owner: (u32, u32),
     pass: &[u8],
     rp: &ProtectorData,
 ) -> anyhow::Result<PathBuf> {
     use std::io::Write;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(recovery::README_NAME);
     let m = store.mount().display();
     let text = recovery::instructions(
@@ -405,8 +643,7 @@ fn write_recovery_readme(
         .open(&path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     f.write_all(text.as_bytes())?;
-    let owner = std::fs::metadata(dir)?;
-    std::os::unix::fs::fchown(&f, Some(owner.uid()), Some(owner.gid()))?;
+    std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1))?;
     f.sync_all()?;
     Ok(path)
 }

@@ -481,7 +481,7 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
 /// Opens (or creates, mode 0600) the daemon's log file for appending,
 /// refusing a symlink or anything but a regular file; an existing log of
 /// ours that others may read is made 0600.
-fn open_log_file(path: &Path) -> anyhow::Result<std::fs::File> {
+pub(crate) fn open_log_file(path: &Path) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let file = std::fs::OpenOptions::new()
         .create(true)

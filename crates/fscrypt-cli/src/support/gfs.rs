@@ -36,6 +36,9 @@ pub const EXIT_NOT_FOUND: u8 = 24;
 pub const EXIT_ALREADY: u8 = 25;
 /// Exit status: the filesystem does not support encryption.
 pub const EXIT_UNSUPPORTED: u8 = 26;
+/// Exit status: `encrypt --convert` refused (mount point, open files, too
+/// little space) or found a pending conversion without `--convert`.
+pub const EXIT_CONVERT_REFUSED: u8 = 27;
 
 /// A failure with its own exit status (printed as one line by [`report`]).
 #[derive(Debug)]

@@ -10,13 +10,15 @@ pub mod cat;
 pub mod extract;
 pub mod info;
 pub mod ls;
+pub mod mount;
 
 /// Arguments of `fscrypt-rs image`.
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Read a kernel-encrypted ext4 image or block device offline (read-only)",
-    long_about = "Read an ext4 image file or block device without mounting it: list, print and \
-                  extract files of encrypted directories with the master keys given \
+    long_about = "Read an ext4 image file or block device without the kernel: list, print and \
+                  extract files of encrypted directories, or mount the whole image read-only \
+                  through FUSE (image mount), with the master keys given \
                   (--key-file, --key-dir; v2 key identifiers and v1 descriptors are matched \
                   automatically). Directories whose key is not given show the kernel's no-key \
                   names. The image is opened read-only and never modified.\n\nSupported: v1 and \
@@ -43,6 +45,10 @@ enum Sub {
     /// Copy a file or tree out of the image (contents, symlinks, hard links,
     /// modes, owners, times; sparse files stay sparse).
     Extract(extract::Args),
+    /// Mount the whole image read-only through FUSE (decrypted names and
+    /// contents where the key is given, the kernel's no-key names and
+    /// ENOKEY on open elsewhere); unmount with `fscrypt-rs unmount`.
+    Mount(mount::Args),
 }
 
 /// The image and keys every `image` command takes.
@@ -101,5 +107,6 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         Sub::Ls(a) => ls::exec(a),
         Sub::Cat(a) => cat::exec(a),
         Sub::Extract(a) => extract::exec(a),
+        Sub::Mount(a) => mount::exec(a),
     }
 }

@@ -1,0 +1,191 @@
+//! `fscrypt-rs image mount IMAGE MOUNTPOINT`: a read-only FUSE mount of a
+//! whole kernel-encrypted ext4 image or block device
+//! (`fscrypt_fuse::image`).
+//!
+//! As `fscrypt-rs mount`: the parent opens the image with the keys (so a
+//! bad image or key file is reported by its exit code), then re-runs itself
+//! as the daemon (`--foreground`, new session, its error messages on a pipe
+//! from its stdout; the daemon reads the same key files itself) and waits
+//! until the mount shows up or the daemon exits. `-f` serves in the
+//! foreground. Unmount with `fscrypt-rs unmount MOUNTPOINT` or
+//! `fusermount3 -u MOUNTPOINT`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::commands::mount::{mount_count, open_log_file};
+use crate::support::secret;
+
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Arguments of `fscrypt-rs image mount`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub image: super::ImageArgs,
+    /// Where to mount (an empty directory).
+    pub mountpoint: PathBuf,
+    /// Serve in the foreground (until unmounted or Ctrl-C).
+    #[arg(long, short = 'f')]
+    pub foreground: bool,
+    /// Mount options, comma-separated: allow_other (let other users in; the
+    /// kernel still checks the image's modes and owners), fsname=NAME. The
+    /// mount is always ro,nosuid,nodev,default_permissions (ro, nosuid,
+    /// nodev and default_permissions are accepted and ignored).
+    #[arg(short = 'o', value_delimiter = ',')]
+    pub options: Vec<String>,
+    /// Mount over a non-empty directory.
+    #[arg(long)]
+    pub nonempty: bool,
+    /// The daemon's log (created 0600), for its warnings (corrupt objects,
+    /// named by inode number only).
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+    /// Internal: this is the daemon half (errors on stdout).
+    #[arg(long, hide = true)]
+    pub daemon_child: bool,
+}
+
+#[derive(Debug, Default)]
+struct Options {
+    allow_other: bool,
+    fs_name: Option<String>,
+}
+
+fn parse_options(words: &[String]) -> anyhow::Result<Options> {
+    let mut o = Options::default();
+    for w in words.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
+        match w.split_once('=') {
+            None if w == "allow_other" => o.allow_other = true,
+            None if ["ro", "nosuid", "nodev", "default_permissions"].contains(&w) => {}
+            Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
+            _ => bail!(
+                "unknown mount option {w:?} for an image mount (known: allow_other, \
+                 fsname=NAME; it is always ro,nosuid,nodev)"
+            ),
+        }
+    }
+    Ok(o)
+}
+
+/// Runs `fscrypt-rs image mount`.
+pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+    // Before any key file is read.
+    secret::protect_process();
+    if args.daemon_child {
+        let _ = rustix::process::setsid();
+        return Ok(match serve(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = writeln!(std::io::stdout(), "{}", crate::error_text(&e));
+                ExitCode::FAILURE
+            }
+        });
+    }
+    parse_options(&args.options)?;
+    let image = std::fs::canonicalize(&args.image.image)
+        .with_context(|| format!("image {}", args.image.image.display()))?;
+    let mountpoint =
+        crate::support::mounts::check_mountpoint(&image, &args.mountpoint, args.nonempty)?;
+    // Refuse a bad image or key file here, before any daemon.
+    drop(args.image.open()?);
+    if args.foreground {
+        serve(&args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    spawn_daemon(&args, &image, &mountpoint)
+}
+
+fn serve(args: &Args) -> anyhow::Result<()> {
+    let opts = parse_options(&args.options)?;
+    let img = args.image.open()?;
+    let fs_name = opts
+        .fs_name
+        .clone()
+        .unwrap_or_else(|| img.ext4().path().display().to_string());
+    let config = fscrypt_fuse::image::ImageMountConfig {
+        allow_other: opts.allow_other,
+        fs_name,
+    };
+    fscrypt_fuse::image::mount(img, config, &args.mountpoint)
+        .with_context(|| format!("mounting {}", args.mountpoint.display()))?;
+    Ok(())
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))
+}
+
+fn spawn_daemon(args: &Args, image: &Path, mountpoint: &Path) -> anyhow::Result<ExitCode> {
+    let before = mount_count(mountpoint)?;
+    let exe = std::env::current_exe().context("locating the fscrypt-rs executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("image")
+        .arg("mount")
+        .arg(image)
+        .arg(mountpoint)
+        .arg("--foreground")
+        .arg("--daemon-child");
+    for f in &args.image.key_files {
+        cmd.arg("--key-file").arg(absolute(f)?);
+    }
+    for d in &args.image.key_dirs {
+        cmd.arg("--key-dir").arg(absolute(d)?);
+    }
+    if args.nonempty {
+        cmd.arg("--nonempty");
+    }
+    if !args.options.is_empty() {
+        cmd.arg("-o").arg(args.options.join(","));
+    }
+    let log = match &args.log_file {
+        Some(path) => Stdio::from(open_log_file(path)?),
+        None => Stdio::null(),
+    };
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
+    let mut child = cmd.spawn().context("starting the mount daemon")?;
+    let mut status_pipe = child.stdout.take().context("daemon stdout")?;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for the mount daemon")? {
+            let mut msg = String::new();
+            let _ = status_pipe.read_to_string(&mut msg);
+            let msg = msg.trim();
+            if msg.is_empty() {
+                bail!("the mount daemon exited before the mount appeared ({status})");
+            }
+            bail!("{msg}");
+        }
+        if mount_count(mountpoint)? > before {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if start.elapsed() > MOUNT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "the mount did not appear within {} s",
+                MOUNT_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let o = parse_options(&w("ro,allow_other,nosuid,fsname=x")).expect("ok");
+        assert!(o.allow_other);
+        assert_eq!(o.fs_name.as_deref(), Some("x"));
+        assert!(parse_options(&w("rw")).is_err());
+        assert!(parse_options(&w("suid")).is_err());
+    }
+}
