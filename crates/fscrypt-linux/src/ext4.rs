@@ -1247,6 +1247,101 @@ mod tests {
         ));
     }
 
+    /// An `Ext4` over /dev/null (reads fail) for parsing tests.
+    fn null_fs() -> Ext4 {
+        let p = Path::new("/dev/null");
+        Ext4 {
+            file: File::open(p).expect("/dev/null"),
+            path: p.to_path_buf(),
+            sb: Ext4::parse_superblock(p, &sb_bytes()).expect("valid"),
+            groups: 1,
+        }
+    }
+
+    /// A 256-byte inode whose in-inode xattr area holds `entries` (raw
+    /// bytes after the magic) and `value` at area offset 64.
+    fn xattr_inode(entries: &[u8], value: &[u8]) -> Inode {
+        let mut raw = vec![0u8; 256];
+        raw[0x80..0x82].copy_from_slice(&32u16.to_le_bytes());
+        raw[160..164].copy_from_slice(&XATTR_MAGIC.to_le_bytes());
+        raw[164..164 + entries.len()].copy_from_slice(entries);
+        raw[164 + 64..164 + 64 + value.len()].copy_from_slice(value);
+        Inode {
+            ino: 12,
+            mode: 0o100644,
+            size: 0,
+            flags: 0,
+            blocks: 0,
+            block: [0; EXT4_N_BLOCKS_BYTES],
+            file_acl: 0,
+            raw,
+        }
+    }
+
+    fn entry(index: u8, name: &[u8], offs: u16, inum: u32, size: u32) -> Vec<u8> {
+        let mut e = vec![name.len() as u8, index];
+        e.extend_from_slice(&offs.to_le_bytes());
+        e.extend_from_slice(&inum.to_le_bytes());
+        e.extend_from_slice(&size.to_le_bytes());
+        e.extend_from_slice(&[0; 4]);
+        e.extend_from_slice(name);
+        while e.len() % 4 != 0 {
+            e.push(0);
+        }
+        e
+    }
+
+    #[test]
+    fn xattrs_listed_and_bounded() {
+        let fs = null_fs();
+        let mut es = entry(1, b"a", 64, 0, 3);
+        es.extend(entry(9, b"c", 64, 0, 1));
+        es.extend(entry(2, b"", 64, 0, 0));
+        let x = fs.xattrs(&xattr_inode(&es, b"xyz")).expect("valid");
+        assert_eq!(x.len(), 3);
+        assert_eq!(x[0].vfs_name().as_deref(), Some(&b"user.a"[..]));
+        assert_eq!(x[0].value, b"xyz");
+        assert_eq!(x[1].vfs_name(), None, "the fscrypt context is never shown");
+        assert_eq!(
+            x[2].vfs_name().as_deref(),
+            Some(&b"system.posix_acl_access"[..])
+        );
+        assert!(x[2].value.is_empty());
+        // A value beyond the area, a huge size, a name beyond the area.
+        for es in [
+            entry(1, b"a", 80, 0, 20),
+            entry(1, b"a", 64, 0, u32::MAX),
+            entry(1, b"a", 0xFFFF, 0, 1),
+        ] {
+            assert!(matches!(
+                fs.xattrs(&xattr_inode(&es, b"")),
+                Err(Ext4Error::Corrupt { .. })
+            ));
+        }
+        let mut long = entry(1, b"a", 64, 0, 1);
+        long[0] = 200;
+        assert!(fs.xattrs(&xattr_inode(&long, b"")).is_err());
+        // An EA inode value: too large, or its inode unreadable: an error.
+        assert!(
+            fs.xattrs(&xattr_inode(&entry(1, b"a", 0, 13, 1 << 20), b""))
+                .is_err()
+        );
+        assert!(
+            fs.xattrs(&xattr_inode(&entry(1, b"a", 0, 13, 100), b""))
+                .is_err()
+        );
+        assert_eq!(
+            Xattr {
+                index: 7,
+                name: b"data".to_vec(),
+                value: vec![]
+            }
+            .vfs_name(),
+            None,
+            "inline data is not an xattr to restore"
+        );
+    }
+
     #[test]
     fn garbage_never_panics() {
         // Any superblock bytes: typed result, no panic.
