@@ -595,6 +595,79 @@ fn a_filesystem_without_encryption_is_refused_with_the_fix() {
     assert_eq!(metadata_snapshot(mnt), before, "metadata written");
 }
 
+/// `encrypt --policy-options` overrides the config's options (here a v1
+/// policy with padding 16 although the config says v2/32); google/fscrypt
+/// reads them back. A bad option is refused before anything is written.
+#[test]
+fn policy_options_override_the_config() {
+    let Some(env) = Env::new("gfs_policy_options", true) else {
+        return;
+    };
+    let d = env.dir("po");
+    std::fs::create_dir(&d).unwrap();
+    let before = metadata_snapshot(env.mnt());
+    for bad in [
+        "padding=7",
+        "version=3",
+        "contents=ROT13",
+        "colour=blue",
+        "padding",
+    ] {
+        let o = env.rs(
+            &[
+                "encrypt",
+                p(&d),
+                "--source",
+                "raw_key",
+                "--name",
+                "k",
+                "--key",
+                p(&env.key()),
+                "--policy-options",
+                bad,
+            ],
+            b"",
+        );
+        assert!(!o.status.success(), "{bad}: {}", text(&o));
+        assert!(text(&o).contains("--policy-options"), "{bad}: {}", text(&o));
+    }
+    assert_eq!(metadata_snapshot(env.mnt()), before, "metadata written");
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d),
+            "--source",
+            "raw_key",
+            "--name",
+            "k",
+            "--key",
+            p(&env.key()),
+            "--policy-options",
+            "version=1,padding=16,contents=AES_256_XTS,filenames=AES_256_CTS",
+        ],
+        b"",
+    );
+    ok(&o, "encrypt --policy-options");
+    // v1 keys go to the user keyring (the config's default): lock at the end.
+    struct LockAtEnd<'a>(&'a Env, &'a Path);
+    impl Drop for LockAtEnd<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.rs(&["lock", p(self.1), "-q"], b"");
+        }
+    }
+    let _lock = LockAtEnd(&env, &d);
+    let st = env.rs(&["status", p(&d), "--json"], b"");
+    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(j["policy"]["version"], 1, "{j}");
+    let st = env.gfs(&["status", p(&d)], b"");
+    ok(&st, "fscrypt status");
+    let st = String::from_utf8_lossy(&st.stdout).into_owned();
+    assert!(
+        st.contains("padding:16") && st.contains("policy_version:1"),
+        "{st}"
+    );
+}
+
 /// v1 policies whose keys go to the filesystem keyring (google/fscrypt's
 /// `use_fs_keyring_for_v1_policies: true`).
 #[test]

@@ -65,6 +65,13 @@ pub struct Args {
     /// Use this existing protector instead of creating one.
     #[arg(long, value_name = "MOUNTPOINT:ID", conflicts_with_all = ["source", "name", "user"])]
     pub protector: Option<MountId>,
+    /// Policy options instead of the config's, as KEY=VALUE pairs
+    /// separated by commas: `version=1|2`, `contents=MODE`,
+    /// `filenames=MODE` (google/fscrypt's mode names: AES_256_XTS,
+    /// AES_256_CTS, AES_128_CBC, AES_128_CTS, Adiantum, AES_256_HCTR2),
+    /// `padding=4|8|16|32`; e.g. `--policy-options version=1,padding=16`.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub policy_options: Option<String>,
     /// Do not add a recovery passphrase when the protector is on another
     /// filesystem (a login protector on the root filesystem protecting a
     /// directory elsewhere): without it, losing the root filesystem loses
@@ -387,12 +394,10 @@ fn encrypt_with(
     let owner = metadata_owner(&protector);
     let store = &store.clone().owned_by(owner);
     let pstore = pstore.owned_by(owner);
-    let (mut policy, policy_key) = actions::new_policy(
-        &config.options,
-        &protector.protector_descriptor,
-        &protector_key,
-    )
-    .map_err(gfs::meta)?;
+    let options = policy_options(&config.options, args.policy_options.as_deref())?;
+    let (mut policy, policy_key) =
+        actions::new_policy(&options, &protector.protector_descriptor, &protector_key)
+            .map_err(gfs::meta)?;
     let kpolicy = gfs::kernel_policy(&policy)?;
     // google/fscrypt's rule: a policy whose protector is on another
     // filesystem also gets a recovery passphrase, kept beside the policy.
@@ -569,6 +574,54 @@ fn new_recovery(
         .unwrap_or_else(|| dir.display().to_string());
     let name = recovery::protector_name(&dirname, |n| names.iter().any(|x| x == n));
     recovery::add_recovery(policy, policy_key, &name, costs).map_err(gfs::meta)
+}
+
+/// The config's policy options with `--policy-options` applied.
+///
+/// # Errors
+/// An unknown key, mode or number (checked further by `new_policy`).
+fn policy_options(
+    base: &fscrypt_metadata::proto::EncryptionOptions,
+    given: Option<&str>,
+) -> anyhow::Result<fscrypt_metadata::proto::EncryptionOptions> {
+    use fscrypt_metadata::proto::Mode;
+    let mut o = base.clone();
+    for kv in given.unwrap_or("").split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            anyhow::anyhow!("--policy-options: {kv:?} is not KEY=VALUE (e.g. version=2,padding=32)")
+        })?;
+        let mode = || {
+            Mode::from_name(v).map(|m| m as i32).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--policy-options: unknown mode {v:?}; use AES_256_XTS, AES_256_CTS, \
+                     AES_128_CBC, AES_128_CTS, Adiantum or AES_256_HCTR2"
+                )
+            })
+        };
+        match k {
+            "version" | "policy_version" => {
+                o.policy_version = match v {
+                    "1" => 1,
+                    "2" => 2,
+                    _ => anyhow::bail!("--policy-options: version must be 1 or 2, not {v:?}"),
+                }
+            }
+            "contents" => o.contents = mode()?,
+            "filenames" => o.filenames = mode()?,
+            "padding" => {
+                o.padding = match v {
+                    "4" | "8" | "16" | "32" => v.parse()?,
+                    _ => {
+                        anyhow::bail!("--policy-options: padding must be 4, 8, 16 or 32, not {v:?}")
+                    }
+                }
+            }
+            _ => anyhow::bail!(
+                "--policy-options: unknown key {k:?}; use version, contents, filenames, padding"
+            ),
+        }
+    }
+    Ok(o)
 }
 
 /// Owner (uid, gid) of `path`.

@@ -547,6 +547,21 @@ fn spawn_daemon(
         }
         // Dropping closes the pipe: the daemon sees end of file.
     }
+    wait_for_mount(child, mountpoint, before)
+}
+
+/// Waits until a mount daemon started as a child (its status pipe on
+/// stdout) has added a mount at `mountpoint` (more than `before`), or has
+/// exited: its one-line message becomes the error. Kills it after
+/// [`MOUNT_TIMEOUT`].
+///
+/// # Errors
+/// The daemon's message, its exit, or the timeout.
+pub(crate) fn wait_for_mount(
+    mut child: std::process::Child,
+    mountpoint: &Path,
+    before: usize,
+) -> anyhow::Result<ExitCode> {
     let mut status_pipe = child.stdout.take().context("daemon stdout")?;
     let start = Instant::now();
     loop {

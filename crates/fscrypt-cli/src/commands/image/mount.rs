@@ -10,17 +10,14 @@
 //! foreground. Unmount with `fscrypt-rs unmount MOUNTPOINT` or
 //! `fusermount3 -u MOUNTPOINT`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::commands::mount::{mount_count, open_log_file};
+use crate::commands::mount::{mount_count, open_log_file, wait_for_mount};
 use crate::support::secret;
-
-const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Arguments of `fscrypt-rs image mount`.
 #[derive(clap::Args, Debug)]
@@ -147,32 +144,8 @@ fn spawn_daemon(args: &Args, image: &Path, mountpoint: &Path) -> anyhow::Result<
         None => Stdio::null(),
     };
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
-    let mut child = cmd.spawn().context("starting the mount daemon")?;
-    let mut status_pipe = child.stdout.take().context("daemon stdout")?;
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().context("waiting for the mount daemon")? {
-            let mut msg = String::new();
-            let _ = status_pipe.read_to_string(&mut msg);
-            let msg = msg.trim();
-            if msg.is_empty() {
-                bail!("the mount daemon exited before the mount appeared ({status})");
-            }
-            bail!("{msg}");
-        }
-        if mount_count(mountpoint)? > before {
-            return Ok(ExitCode::SUCCESS);
-        }
-        if start.elapsed() > MOUNT_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "the mount did not appear within {} s",
-                MOUNT_TIMEOUT.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = cmd.spawn().context("starting the mount daemon")?;
+    wait_for_mount(child, mountpoint, before)
 }
 
 #[cfg(test)]
