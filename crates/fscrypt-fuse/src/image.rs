@@ -431,32 +431,21 @@ impl ImageFs {
     }
 
     /// The readable extended attributes of `node` (name, value): `user.`,
-    /// `security.` and, for root, `trusted.`; the encryption context and
-    /// `system.` attributes are hidden as the kernel hides them.
+    /// `security.` and, for root, `trusted.`, read by the offline reader
+    /// ([`fscrypt_linux::image::xattrs::vfs_xattrs`]: in-inode area, xattr
+    /// block, EA inodes; the encryption context is never among them).
+    /// `system.` ones (POSIX ACLs, which this mount does not enforce) are
+    /// not served.
     fn xattrs(&self, node: &Node, root: bool) -> std::result::Result<Xattrs, Fail> {
-        let inode = &node.inode;
-        let mut out = Vec::new();
-        let raw = &inode.raw;
-        if raw.len() > 0x82 {
-            let extra = usize::from(u16::from_le_bytes([raw[0x80], raw[0x81]]));
-            let start = 128 + extra;
-            if raw.get(start..start + 4) == Some(&0xEA02_0000u32.to_le_bytes()[..]) {
-                let area = &raw[start + 4..];
-                parse_xattrs(area, 0, area, root, &mut out)?;
-            }
-        }
-        if inode.file_acl != 0 {
-            let mut blk = vec![0u8; self.block_size as usize];
-            self.data.read_blocks(inode.file_acl, &mut blk)?;
-            if blk.get(..4) != Some(&0xEA02_0000u32.to_le_bytes()[..]) {
-                return Err(Fail(
-                    libc::EIO,
-                    format!("inode {}: bad xattr block magic", inode.ino),
-                ));
-            }
-            parse_xattrs(&blk, 32, &blk, root, &mut out)?;
-        }
-        Ok(out)
+        let (all, _unshowable) = fscrypt_linux::image::xattrs::vfs_xattrs(&self.data, &node.inode)?;
+        Ok(all
+            .into_iter()
+            .filter(|(n, _)| {
+                n.starts_with(b"user.")
+                    || n.starts_with(b"security.")
+                    || (root && n.starts_with(b"trusted."))
+            })
+            .collect())
     }
 
     fn fail(op: &'static str, ino: u64, f: Fail) -> Errno {
@@ -469,58 +458,6 @@ impl ImageFs {
         }
         Errno::from_i32(f.0)
     }
-}
-
-/// Append the entries of an xattr area (`region[start..]`, values at
-/// offsets from `base`) that the kernel lists.
-fn parse_xattrs(
-    region: &[u8],
-    start: usize,
-    base: &[u8],
-    root: bool,
-    out: &mut Xattrs,
-) -> std::result::Result<(), Fail> {
-    let bad = |what: &str| Fail(libc::EIO, format!("corrupt xattr area: {what}"));
-    let le16 = |b: &[u8], o: usize| usize::from(u16::from_le_bytes([b[o], b[o + 1]]));
-    let le32 = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-    let mut off = start;
-    let mut budget = 4096;
-    while off + 4 <= region.len() && le32(region, off) != 0 {
-        budget -= 1;
-        if budget == 0 || off + 16 > region.len() {
-            return Err(bad("entry overflows its area"));
-        }
-        let name_len = usize::from(region[off]);
-        let index = region[off + 1];
-        let value_offs = le16(region, off + 2);
-        let value_inum = le32(region, off + 4);
-        let value_size = le32(region, off + 8) as usize;
-        let name = region
-            .get(off + 16..off + 16 + name_len)
-            .ok_or_else(|| bad("name overflows its area"))?;
-        let prefix: &[u8] = match index {
-            1 => b"user.",
-            4 if root => b"trusted.",
-            6 => b"security.",
-            _ => b"",
-        };
-        if !prefix.is_empty() {
-            if value_inum != 0 {
-                return Err(Fail(
-                    libc::EOPNOTSUPP,
-                    "xattr value stored in an EA inode (not supported yet)".into(),
-                ));
-            }
-            let value = base
-                .get(value_offs..value_offs.saturating_add(value_size))
-                .ok_or_else(|| bad("value out of bounds"))?;
-            let mut full = prefix.to_vec();
-            full.extend_from_slice(name);
-            out.push((full, value.to_vec()));
-        }
-        off = (off + 16 + name_len + 3) & !3;
-    }
-    Ok(())
 }
 
 fn xattr_reply(reply: ReplyXattr, size: u32, v: &[u8]) {
@@ -972,28 +909,6 @@ mod tests {
             assert_eq!(ext4_ino(node_id(i)).ok(), Some(i));
         }
         assert!(ext4_ino(INodeNo(1 << 40)).is_err());
-    }
-
-    #[test]
-    fn xattr_parse_is_bounded() {
-        // A truncated entry: an error, not a panic.
-        let mut out = Vec::new();
-        let area = [1u8, 1, 0, 0, 0, 0, 0, 0];
-        assert!(parse_xattrs(&area, 0, &area, false, &mut out).is_err());
-        // One user.a = "xy" entry.
-        let mut area = vec![0u8; 64];
-        area[0] = 1;
-        area[1] = 1;
-        area[2] = 40;
-        area[8] = 2;
-        area[16] = b'a';
-        area[40] = b'x';
-        area[41] = b'y';
-        let mut out = Vec::new();
-        parse_xattrs(&area, 0, &area, false, &mut out)
-            .ok()
-            .expect("parses");
-        assert_eq!(out, vec![(b"user.a".to_vec(), b"xy".to_vec())]);
     }
 
     #[test]
