@@ -551,10 +551,14 @@ fn passfile_and_extpass_mount_a_passphrase_vault() {
     if !can_mount() {
         return;
     }
+    // A passphrase of its own: other tests of this file put PASSPHRASE on
+    // command lines on purpose (`--extpass 'printf ...'`), concurrently,
+    // and the scan below looks at every process.
+    const OWN: &str = "mount sources passphrase, on no command line";
     let t = TempDir::new("mount-sources");
     let cipher = t.sub("cipher");
     let mnt = t.sub("mnt");
-    let pass = secret_file(&t, "pass", format!("{PASSPHRASE}\n").as_bytes());
+    let pass = secret_file(&t, "pass", format!("{OWN}\n").as_bytes());
     assert_ok(
         &run(&args!["init", cipher, "--passfile", pass], b""),
         "init",
@@ -589,7 +593,7 @@ fn passfile_and_extpass_mount_a_passphrase_vault() {
         assert_ok(&run(argv, b""), &format!("{argv:?}"));
         assert!(is_mounted(&mnt_canon));
         // Never on a command line of ours (the daemon's included).
-        assert!(!on_some_command_line(PASSPHRASE.as_bytes()));
+        assert!(!on_some_command_line(OWN.as_bytes()));
         let name = mnt.join(format!("file{i}"));
         std::fs::write(&name, format!("written by way {i}")).unwrap();
         for j in 0..=i {
