@@ -36,7 +36,7 @@ use fscrypt::{
 };
 use fscrypt_linux::ext4::{EXT4_EXTENTS_FL, Ext4, InodeKind};
 use test_support::TempDir;
-use test_support::loopdev::{MKFS_4K, scratch_ext4};
+use test_support::loopdev::{MKFS_4K, key64, scratch_ext4, unmount_retrying};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
@@ -54,28 +54,8 @@ fn ok(args: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
-/// Unmount, retrying while something (a scanner, a lagging close under
-/// load) briefly keeps the filesystem busy.
-fn unmount(fs: &mut fscrypt_linux::loopfs::LoopExt4) {
-    let mut last = None;
-    for _ in 0..50 {
-        match fs.unmount() {
-            Ok(()) => return,
-            Err(e) => last = Some(e),
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-    panic!("unmount: {last:?}");
-}
-
 fn p(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
-}
-
-fn key64() -> Vec<u8> {
-    (0..64u8)
-        .map(|i| i.wrapping_mul(29).wrapping_add(3))
-        .collect()
 }
 
 /// Relative path → file contents, link target (prefixed `->`), or `/` for
@@ -389,7 +369,7 @@ fn mode_case(test: &str, t: &Target) {
     };
     let tmp = TempDir::new(test);
     let kf = tmp.path().join("key");
-    std::fs::write(&kf, key64()).expect("key file");
+    std::fs::write(&kf, key64(3)).expect("key file");
     let mnt = fs.mount_point().to_path_buf();
     let id = String::from_utf8(ok(&["add-key", p(&mnt), "--key-file", p(&kf)]))
         .expect("utf-8")
@@ -401,7 +381,7 @@ fn mode_case(test: &str, t: &Target) {
     populate(&enc);
     let kernel = walk(&enc);
     let enc_ino = std::fs::metadata(&enc).expect("stat").ino() as u32;
-    unmount(&mut fs);
+    unmount_retrying(&mut fs);
     let image = tmp.path().join("rewritten.img");
     assert!(
         Command::new("cp")
@@ -410,7 +390,7 @@ fn mode_case(test: &str, t: &Target) {
             .expect("cp")
             .success()
     );
-    let master = MasterKey::new(&key64()).expect("master");
+    let master = MasterKey::new(&key64(3)).expect("master");
     let n = rewrite(&image, enc_ino, &master, t);
     assert!(n >= kernel.len(), "every object rewritten ({n})");
     let img = p(&image);

@@ -20,7 +20,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use fscrypt_linux::ext4::Ext4;
-use test_support::loopdev::{MKFS_4K, scratch_ext4};
+use test_support::loopdev::{MKFS_4K, key64, scratch_ext4};
 use test_support::mount::{MountGuard, wait_mounted};
 use test_support::{TempDir, skip};
 
@@ -42,12 +42,6 @@ fn ok(args: &[&str]) -> Vec<u8> {
 
 fn p(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
-}
-
-fn key64(seed: u8) -> Vec<u8> {
-    (0..64u8)
-        .map(|i| i.wrapping_mul(29).wrapping_add(seed))
-        .collect()
 }
 
 /// One object as seen through a mount.

@@ -22,7 +22,7 @@ use std::process::{Command, Output};
 
 use fscrypt_linux::ext4::{EXT4_EXTENTS_FL, EXT4_INLINE_DATA_FL, Ext4};
 use test_support::TempDir;
-use test_support::loopdev::{MKFS_4K, scratch_ext4};
+use test_support::loopdev::{MKFS_4K, key64, scratch_ext4, unmount_retrying};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
@@ -41,28 +41,8 @@ fn ok(args: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
-/// Unmount, retrying while something (a scanner, a lagging close under
-/// load) briefly keeps the filesystem busy.
-fn unmount(fs: &mut fscrypt_linux::loopfs::LoopExt4) {
-    let mut last = None;
-    for _ in 0..50 {
-        match fs.unmount() {
-            Ok(()) => return,
-            Err(e) => last = Some(e),
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-    panic!("unmount: {last:?}");
-}
-
 fn p(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
-}
-
-fn key64(seed: u8) -> Vec<u8> {
-    (0..64u8)
-        .map(|i| i.wrapping_mul(29).wrapping_add(seed))
-        .collect()
 }
 
 /// What the kernel (or an extracted copy) shows for one object.
@@ -452,7 +432,7 @@ fn run_case(c: &Case) {
         .expect("stat")
         .ino() as u32;
     let enc_ino = std::fs::metadata(&enc).expect("stat").ino() as u32;
-    unmount(&mut fs);
+    unmount_retrying(&mut fs);
     let image = fs.image().to_path_buf();
     let img = p(&image);
     if c.mkfs.iter().any(|o| o.contains("inline_data")) {
@@ -650,7 +630,7 @@ fn run_case(c: &Case) {
     // Without the key: exactly the kernel's no-key names (mount, no key).
     fs.mount().expect("mount");
     let (nokey_kernel, _) = walk(&enc, false);
-    unmount(&mut fs);
+    unmount_retrying(&mut fs);
     for keys in [vec![], vec!["--key-file", p(&wrong)]] {
         let mut args = vec!["image", "ls", p(fs.device()), "/enc", "-R"];
         args.extend(keys.iter());

@@ -27,6 +27,31 @@ pub fn scratch_ext4(test: &str, size_mib: u64, mkfs: &[&str]) -> Option<LoopExt4
     }
 }
 
+/// Unmounts `fs`, retrying for up to 10 s while something (a scanner, a
+/// close lagging under load) briefly keeps it busy.
+///
+/// # Panics
+/// If it is still busy after that.
+pub fn unmount_retrying(fs: &mut LoopExt4) {
+    let mut last = None;
+    for _ in 0..50 {
+        match fs.unmount() {
+            Ok(()) => return,
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!("unmount: {last:?}");
+}
+
+/// A 64-byte master key made from `seed` (the same bytes for the same
+/// seed: tests that make several images use several seeds).
+pub fn key64(seed: u8) -> Vec<u8> {
+    (0..64u8)
+        .map(|i| i.wrapping_mul(29).wrapping_add(seed))
+        .collect()
+}
+
 /// The physical block (read from the device with the ext4 reader) holding
 /// logical block `lblk` of the file at `path`.
 pub fn physical_block(dev: &Path, path: &Path, lblk: u64) -> u64 {
