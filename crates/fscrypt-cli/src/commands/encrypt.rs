@@ -20,7 +20,7 @@ use fscrypt_metadata::recovery;
 use fscrypt_metadata::store::Store;
 
 use crate::support::gfs::{
-    self, EXIT_ALREADY, EXIT_CONVERT_REFUSED, EXIT_NOT_EMPTY, MountId, SecretArgs,
+    self, EXIT_ALREADY, EXIT_CONVERT_REFUSED, EXIT_NOT_EMPTY, MountId, OutputArgs, SecretArgs,
 };
 use crate::support::kernel;
 
@@ -81,17 +81,14 @@ pub struct Args {
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs `fscrypt-rs encrypt`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json;
+    let json = args.out.json;
     gfs::report(json, || exec_inner(args))
 }
 
@@ -111,7 +108,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 format!("{}: rerun with --convert to continue", c.describe_next()),
             ));
         }
-        if !args.quiet && !args.json {
+        if !args.out.quiet && !args.out.json {
             eprintln!("fscrypt-rs: {}", c.describe_next());
         }
     }
@@ -124,7 +121,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         // A conversion that finished just before its recovery instructions
         // were moved in: deliver them now.
         if let Some(r) = deliver_recovery_readme(dir)? {
-            if !args.quiet {
+            if !args.out.quiet {
                 println!(
                     "The conversion of {} was complete; its recovery passphrase is in {}.",
                     dir.display(),
@@ -264,16 +261,16 @@ fn run_conversion(
     mut c: Conversion,
     what: Option<(String, serde_json::Value)>,
 ) -> anyhow::Result<ExitCode> {
-    if ctrlc::set_handler(|| CANCEL.store(true, Ordering::SeqCst)).is_err() && !args.quiet {
+    if ctrlc::set_handler(|| CANCEL.store(true, Ordering::SeqCst)).is_err() && !args.out.quiet {
         eprintln!("fscrypt-rs: warning: no Ctrl-C handler; Ctrl-C still leaves a resumable state");
     }
-    let mut bar = crate::support::progress::Bar::new(!args.quiet && !args.json);
+    let mut bar = crate::support::progress::Bar::new(!args.out.quiet && !args.out.json);
     let r = c.run(&CANCEL, &mut |p| bar.update(p));
     bar.finish();
     let summary = r.map_err(convert_failure)?;
     let readme = deliver_recovery_readme(c.dir())?;
     let dir = c.dir().display().to_string();
-    if args.json {
+    if args.out.json {
         let mut j = serde_json::json!({
             "ok": true,
             "dir": dir,
@@ -287,7 +284,7 @@ fn run_conversion(
         }
         j["recovery_readme"] = readme.as_ref().map(|p| p.display().to_string()).into();
         kernel::print_json(&j)?;
-    } else if !args.quiet {
+    } else if !args.out.quiet {
         let how = what.map(|(s, _)| format!(" ({s})")).unwrap_or_default();
         println!(
             "{dir} is now encrypted{how} and unlocked: {} objects, {:.1} MiB copied and verified.",
@@ -512,7 +509,7 @@ fn encrypt_with(
         )?),
         None => None,
     };
-    if args.json {
+    if args.out.json {
         kernel::print_json(&serde_json::json!({
             "ok": true,
             "dir": dir.display().to_string(),
@@ -523,7 +520,7 @@ fn encrypt_with(
             "recovery_protector": recovery.as_ref().map(|(_, rp)| gfs::protector_json(rp)),
             "recovery_readme": readme.as_ref().map(|p| p.display().to_string()),
         }))?;
-    } else if !args.quiet {
+    } else if !args.out.quiet {
         println!(
             "{} is now encrypted (policy {}, protector {}: {}) and unlocked.",
             dir.display(),

@@ -8,7 +8,7 @@ use fscrypt::Policy;
 use fscrypt_linux::keyring::{self, KeyPresence, RemovalOutcome};
 
 use crate::commands::remove_key::{EXIT_FILES_BUSY, EXIT_OTHER_USERS};
-use crate::support::gfs;
+use crate::support::gfs::{self, OutputArgs};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs lock`.
@@ -27,17 +27,14 @@ pub struct Args {
     /// Remove every user's claim to the key (root only).
     #[arg(long)]
     pub all_users: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs `fscrypt-rs lock`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json;
+    let json = args.out.json;
     gfs::report(json, || exec_inner(args))
 }
 
@@ -92,12 +89,12 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let mount = gfs::mount_of(dir)?;
     let (descriptor, spec) = gfs::policy_key_spec(&kpolicy);
     let print = |word: &str, text: String, files: &[String]| -> anyhow::Result<()> {
-        if args.json {
+        if args.out.json {
             kernel::print_json(&serde_json::json!({
                 "ok": true, "dir": dir.display().to_string(), "policy": descriptor,
                 "outcome": word, "open_files": files,
             }))?;
-        } else if !args.quiet || word == "incompletely_removed" {
+        } else if !args.out.quiet || word == "incompletely_removed" {
             println!("{text}");
             for f in files {
                 println!("  still open: {f}");

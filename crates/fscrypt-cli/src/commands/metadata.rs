@@ -11,7 +11,7 @@ use fscrypt_metadata::store::Store;
 use fscrypt_metadata::actions;
 use fscrypt_metadata::proto::{PolicyData, ProtectorData, SourceType};
 
-use crate::support::gfs::{self, MountId, SecretArgs};
+use crate::support::gfs::{self, MountId, OutputArgs, SecretArgs};
 use crate::support::kernel;
 use crate::support::secret::PassSource;
 
@@ -79,12 +79,9 @@ pub struct CreateProtectorArgs {
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Arguments of `metadata create policy`.
@@ -98,12 +95,9 @@ pub struct CreatePolicyArgs {
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Arguments of `metadata destroy`.
@@ -124,12 +118,9 @@ pub struct DestroyArgs {
     /// way in).
     #[arg(long)]
     pub force: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Arguments of `metadata add-protector-to-policy`.
@@ -153,12 +144,9 @@ pub struct AddArgs {
     /// Passphrases: the added protector's first, then the unlocking one's.
     #[command(flatten)]
     pub pass: PassSource,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Arguments of `metadata remove-protector-from-policy`.
@@ -170,12 +158,9 @@ pub struct RemoveArgs {
     /// The policy.
     #[arg(long, value_name = "MOUNTPOINT:ID")]
     pub policy: MountId,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Arguments of `metadata change-passphrase`.
@@ -195,12 +180,9 @@ pub struct ChangeArgs {
     /// The new key file of a raw_key protector.
     #[arg(long, value_name = "FILE")]
     pub new_key: Option<PathBuf>,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Arguments of `fscrypt-rs metadata dump`.
@@ -227,27 +209,27 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             gfs::report(json, || dump(a))
         }
         Sub::Create(CreateSub::Protector(a)) => {
-            let json = a.json;
+            let json = a.out.json;
             gfs::report(json, || create_protector(a))
         }
         Sub::Create(CreateSub::Policy(a)) => {
-            let json = a.json;
+            let json = a.out.json;
             gfs::report(json, || create_policy(a))
         }
         Sub::Destroy(a) => {
-            let json = a.json;
+            let json = a.out.json;
             gfs::report(json, || destroy(a))
         }
         Sub::AddProtectorToPolicy(a) => {
-            let json = a.json;
+            let json = a.out.json;
             gfs::report(json, || add_protector(a))
         }
         Sub::RemoveProtectorFromPolicy(a) => {
-            let json = a.json;
+            let json = a.out.json;
             gfs::report(json, || remove_protector(a))
         }
         Sub::ChangePassphrase(a) => {
-            let json = a.json;
+            let json = a.out.json;
             gfs::report(json, || change_passphrase(a))
         }
     }
@@ -366,8 +348,8 @@ fn create_protector(a: CreateProtectorArgs) -> anyhow::Result<ExitCode> {
         .map_err(gfs::meta)?;
     store.put_protector(&p).map_err(gfs::meta)?;
     done(
-        a.json,
-        a.quiet,
+        a.out.json,
+        a.out.quiet,
         serde_json::json!({"mount": store.mount().display().to_string(), "protector": gfs::protector_json(&p)}),
         &format!(
             "Protector {} created on {}: {}.",
@@ -393,8 +375,8 @@ fn create_policy(a: CreatePolicyArgs) -> anyhow::Result<ExitCode> {
         return Err(gfs::meta(e));
     }
     done(
-        a.json,
-        a.quiet,
+        a.out.json,
+        a.out.quiet,
         serde_json::json!({"mount": store.mount().display().to_string(), "policy": policy.key_descriptor,
             "options": gfs::options_json(&policy.opts()), "protectors": [prot.protector_descriptor]}),
         &format!(
@@ -421,8 +403,8 @@ fn destroy(a: DestroyArgs) -> anyhow::Result<ExitCode> {
         let (store, p) = policy_at(r)?;
         store.remove_policy(&p.key_descriptor).map_err(gfs::meta)?;
         return done(
-            a.json,
-            a.quiet,
+            a.out.json,
+            a.out.quiet,
             serde_json::json!({"policy": p.key_descriptor}),
             &format!(
                 "Policy {} destroyed; directories using it can no longer be unlocked through fscrypt metadata.",
@@ -457,8 +439,8 @@ fn destroy(a: DestroyArgs) -> anyhow::Result<ExitCode> {
     }
     store.remove_protector(&r.id).map_err(gfs::meta)?;
     done(
-        a.json,
-        a.quiet,
+        a.out.json,
+        a.out.quiet,
         serde_json::json!({"protector": r.id, "policies_affected": users}),
         &format!(
             "Protector {} destroyed on {}.",
@@ -521,8 +503,8 @@ fn add_protector(a: AddArgs) -> anyhow::Result<ExitCode> {
         return Err(gfs::meta(e));
     }
     done(
-        a.json,
-        a.quiet,
+        a.out.json,
+        a.out.quiet,
         serde_json::json!({"policy": policy.key_descriptor, "protector": prot.protector_descriptor, "linked": linked}),
         &format!(
             "Protector {} now protects policy {}.",
@@ -536,8 +518,8 @@ fn remove_protector(a: RemoveArgs) -> anyhow::Result<ExitCode> {
     actions::remove_protector_from_policy(&mut policy, &a.protector.id).map_err(gfs::meta)?;
     store.put_policy(&policy).map_err(gfs::meta)?;
     done(
-        a.json,
-        a.quiet,
+        a.out.json,
+        a.out.quiet,
         serde_json::json!({"policy": policy.key_descriptor, "protector": a.protector.id}),
         &format!(
             "Protector {} no longer protects policy {}.",
@@ -578,8 +560,8 @@ fn change_passphrase(a: ChangeArgs) -> anyhow::Result<ExitCode> {
         actions::rewrap_open_protector(&prot, &key, &new, &config.hash_costs).map_err(gfs::meta)?;
     pstore.put_protector(&q).map_err(gfs::meta)?;
     done(
-        a.json,
-        a.quiet,
+        a.out.json,
+        a.out.quiet,
         serde_json::json!({"protector": q.protector_descriptor, "mount": pstore.mount().display().to_string()}),
         &format!(
             "The passphrase of protector {} ({}) is changed.",

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fscrypt_metadata::config::{self, Config};
 use fscrypt_metadata::store::{SetupMode, Store};
 
-use crate::support::gfs::{self, EXIT_ALREADY};
+use crate::support::gfs::{self, EXIT_ALREADY, OutputArgs};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs setup`.
@@ -37,17 +37,14 @@ pub struct Args {
     /// instead of 0755).
     #[arg(long)]
     pub all_users: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs `fscrypt-rs setup`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json;
+    let json = args.out.json;
     gfs::report(json, || exec_inner(args))
 }
 
@@ -103,7 +100,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         Err(fscrypt_metadata::Error::AlreadySetup { .. }) => false,
         Err(e) => return Err(gfs::meta(e)),
     };
-    if args.json {
+    if args.out.json {
         kernel::print_json(&serde_json::json!({
             "ok": true,
             "config": conf_path.display().to_string(),
@@ -111,7 +108,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             "mount": mount.display().to_string(),
             "metadata_created": made,
         }))?;
-    } else if !args.quiet {
+    } else if !args.out.quiet {
         if created_config {
             println!("Created global config file {}.", conf_path.display());
         }

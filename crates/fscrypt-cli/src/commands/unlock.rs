@@ -10,7 +10,7 @@ use fscrypt_metadata::actions;
 use fscrypt_metadata::proto::{ProtectorData, SourceType};
 use fscrypt_metadata::store::Store;
 
-use crate::support::gfs::{self, EXIT_NOT_FOUND, MountId, SecretArgs};
+use crate::support::gfs::{self, EXIT_NOT_FOUND, MountId, OutputArgs, SecretArgs};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs unlock`.
@@ -33,17 +33,14 @@ pub struct Args {
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing but errors.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// Runs `fscrypt-rs unlock`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    let json = args.json;
+    let json = args.out.json;
     gfs::report(json, || exec_inner(args))
 }
 
@@ -56,12 +53,12 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let (descriptor, _) = gfs::policy_key_spec(&kpolicy);
     let policy = store.policy(&descriptor).map_err(gfs::meta)?;
     let done = |already: bool, protector: Option<&str>| -> anyhow::Result<ExitCode> {
-        if args.json {
+        if args.out.json {
             kernel::print_json(&serde_json::json!({
                 "ok": true, "dir": dir.display().to_string(), "policy": descriptor,
                 "already_unlocked": already, "protector": protector,
             }))?;
-        } else if !args.quiet {
+        } else if !args.out.quiet {
             if already {
                 println!("{} is already unlocked.", dir.display());
             } else {

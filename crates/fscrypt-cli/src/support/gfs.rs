@@ -332,6 +332,17 @@ pub struct SecretArgs {
     pub pass: PassSource,
 }
 
+/// The output flags of the google/fscrypt-style commands.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct OutputArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
 /// Reads the secret for a protector of `source`: the raw key file, or a
 /// passphrase (asked twice on a terminal when `confirm`).
 ///
