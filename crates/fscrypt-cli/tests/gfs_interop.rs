@@ -79,6 +79,30 @@ impl Env {
         self.cmd("fscrypt", args, stdin)
     }
 
+    /// Directory `dir` encrypted by the real `fscrypt` with a new
+    /// custom_passphrase protector `name`, one file written, then locked.
+    fn locked_by_fscrypt(&self, dir: &str, name: &str, pass: &[u8], file: (&str, &str)) -> PathBuf {
+        let d = self.dir(dir);
+        std::fs::create_dir(&d).unwrap();
+        let name = format!("--name={name}");
+        ok(
+            &self.gfs(
+                &[
+                    "encrypt",
+                    p(&d),
+                    "--source=custom_passphrase",
+                    &name,
+                    "--quiet",
+                ],
+                pass,
+            ),
+            "fscrypt encrypt",
+        );
+        std::fs::write(d.join(file.0), file.1).unwrap();
+        ok(&self.gfs(&["lock", p(&d), "--quiet"], b""), "fscrypt lock");
+        d
+    }
+
     /// Runs `fscrypt-rs`.
     fn rs(&self, args: &[&str], stdin: &[u8]) -> Output {
         self.cmd(BIN, args, stdin)
@@ -460,23 +484,7 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     let Some(env) = Env::new("gfs_bad_metadata", false) else {
         return;
     };
-    let d = env.dir("d");
-    std::fs::create_dir(&d).unwrap();
-    ok(
-        &env.gfs(
-            &[
-                "encrypt",
-                p(&d),
-                "--source=custom_passphrase",
-                "--name=d",
-                "--quiet",
-            ],
-            b"pw",
-        ),
-        "fscrypt encrypt",
-    );
-    std::fs::write(d.join("a"), "x").unwrap();
-    ok(&env.gfs(&["lock", p(&d), "--quiet"], b""), "fscrypt lock");
+    let d = env.locked_by_fscrypt("d", "d", b"pw", ("a", "x"));
     let pol_dir = env.mnt().join(".fscrypt/policies");
     let pol = std::fs::read_dir(&pol_dir)
         .unwrap()
@@ -1248,23 +1256,7 @@ fn metadata_subcommands_interoperate() {
     let Some(env) = Env::new("gfs_metadata_edit", false) else {
         return;
     };
-    let d = env.dir("d");
-    std::fs::create_dir(&d).unwrap();
-    ok(
-        &env.gfs(
-            &[
-                "encrypt",
-                p(&d),
-                "--source=custom_passphrase",
-                "--name=first",
-                "--quiet",
-            ],
-            b"old-pp",
-        ),
-        "fscrypt encrypt",
-    );
-    std::fs::write(d.join("f"), "data").unwrap();
-    ok(&env.gfs(&["lock", p(&d), "--quiet"], b""), "fscrypt lock");
+    let d = env.locked_by_fscrypt("d", "first", b"old-pp", ("f", "data"));
     let st = env.rs(&["status", p(&d), "--json"], b"");
     let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     let pol = j["policy"]["master_key_identifier"]
