@@ -10,6 +10,10 @@
 //! " (2)", " (3)", ... when taken, the file name
 //! `fscrypt_recovery_readme.txt`); the text of the file is our own.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
 use zeroize::Zeroizing;
 
 use crate::Error;
@@ -103,6 +107,59 @@ pub fn instructions(
          \n    fscrypt-rs metadata remove-protector-from-policy --protector {protector} --policy {policy}\n",
         pass = String::from_utf8_lossy(passphrase),
     ))
+}
+
+/// Writes `text` (from [`instructions`]) as [`README_NAME`] into `dir`
+/// (the encrypted, unlocked directory): a new file, never through a
+/// symlink, mode 0600, owned by `owner` (uid, gid), synced. Returns its
+/// path.
+///
+/// # Errors
+/// [`Error::Io`], also when the file exists.
+pub fn write_instructions(dir: &Path, owner: (u32, u32), text: &str) -> Result<PathBuf, Error> {
+    let path = dir.join(README_NAME);
+    let io = |e| Error::io(&path, e);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1)).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(path)
+}
+
+/// Moves the instructions waiting in `stash` (an encrypted directory with
+/// `dir`'s policy, so the kernel allows the rename) into `dir`, under
+/// another name if `dir` has a file of that name, keeps `dir`'s times,
+/// and removes `stash`. Returns where they are now; `None` (and `stash`
+/// removed if empty) when none wait.
+///
+/// # Errors
+/// [`Error::Io`].
+pub fn deliver(stash: &Path, dir: &Path) -> Result<Option<PathBuf>, Error> {
+    let from = stash.join(README_NAME);
+    if std::fs::symlink_metadata(&from).is_err() {
+        let _ = std::fs::remove_dir(stash);
+        return Ok(None);
+    }
+    let mut to = dir.join(README_NAME);
+    let mut n = 1;
+    while std::fs::symlink_metadata(&to).is_ok() {
+        n += 1;
+        to = dir.join(format!("fscrypt_recovery_readme ({n}).txt"));
+    }
+    let times = std::fs::metadata(dir).and_then(|m| Ok((m.accessed()?, m.modified()?)));
+    std::fs::rename(&from, &to).map_err(|e| Error::io(&from, e))?;
+    if let Ok((a, m)) = times {
+        let t = std::fs::FileTimes::new().set_accessed(a).set_modified(m);
+        let _ = std::fs::File::open(dir).and_then(|f| f.set_times(t));
+    }
+    std::fs::remove_dir(stash).map_err(|e| Error::io(stash, e))?;
+    Ok(Some(to))
 }
 
 #[cfg(test)]

@@ -636,37 +636,14 @@ fn recovery_stash_of(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(work.with_file_name(name.replace(".fscrypt-convert", ".fscrypt-recovery")))
 }
 
-/// After a finished conversion: moves the waiting recovery instructions
-/// into DIR (same policy, so the kernel allows the rename; under another
-/// name if DIR has one of its own) and removes their directory. Returns
-/// where they are now.
+/// After a finished conversion: the waiting recovery instructions moved
+/// into DIR ([`recovery::deliver`]).
 fn deliver_recovery_readme(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let stash = recovery_stash_of(dir)?;
-    let from = stash.join(recovery::README_NAME);
-    if std::fs::symlink_metadata(&from).is_err() {
-        let _ = std::fs::remove_dir(&stash);
-        return Ok(None);
-    }
-    let mut to = dir.join(recovery::README_NAME);
-    let mut n = 1;
-    while std::fs::symlink_metadata(&to).is_ok() {
-        n += 1;
-        to = dir.join(format!("fscrypt_recovery_readme ({n}).txt"));
-    }
-    // DIR keeps the times the conversion gave it (the original's).
-    let times = std::fs::metadata(dir).and_then(|m| Ok((m.accessed()?, m.modified()?)));
-    std::fs::rename(&from, &to).map_err(|e| anyhow::anyhow!("{}: {e}", from.display()))?;
-    if let Ok((a, m)) = times {
-        let t = std::fs::FileTimes::new().set_accessed(a).set_modified(m);
-        let _ = std::fs::File::open(dir).and_then(|f| f.set_times(t));
-    }
-    std::fs::remove_dir(&stash).map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
-    Ok(Some(to))
+    recovery::deliver(&recovery_stash_of(dir)?, dir).map_err(gfs::meta)
 }
 
-/// Writes the recovery instructions into the (encrypted, unlocked)
-/// directory: a new file (never through a symlink), mode 0600, owned by
-/// `owner` (the directory's owner), synced.
+/// Writes the recovery instructions for `rp` into `dir`
+/// ([`recovery::write_instructions`]).
 fn write_recovery_readme(
     store: &Store,
     policy: &fscrypt_metadata::proto::PolicyData,
@@ -675,9 +652,6 @@ fn write_recovery_readme(
     pass: &[u8],
     rp: &ProtectorData,
 ) -> anyhow::Result<PathBuf> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = dir.join(recovery::README_NAME);
     let m = store.mount().display();
     let text = recovery::instructions(
         pass,
@@ -685,15 +659,5 @@ fn write_recovery_readme(
         &format!("{m}:{}", rp.protector_descriptor),
         &format!("{m}:{}", policy.key_descriptor),
     );
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1))?;
-    f.sync_all()?;
-    Ok(path)
+    recovery::write_instructions(dir, owner, &text).map_err(gfs::meta)
 }
