@@ -127,6 +127,96 @@ fn requests_per_operation() {
     assert!(ls.get(Op::Readdirplus) > 0, "no READDIRPLUS: {ls}");
 }
 
+/// A file created write-only and written (what `tar x`, `cp` and the seed's
+/// create loop do) costs no GETXATTR `security.capability`: write-only
+/// handles use the kernel's direct-write path, which does not ask for it
+/// (fuse.rs `open_flags`). The old code sent one per created file, before
+/// its first write. Reopening an existing file write-only does not ask
+/// either.
+#[test]
+fn write_only_files_cost_no_capability_round_trip() {
+    if !fuse_available(module_path!()) {
+        return;
+    }
+    let _g = serial();
+    let n = 200;
+    let v = Vault::new("direct-writes");
+    fs::create_dir(v.p("d")).unwrap();
+    let s0 = stats(&v);
+    for i in 0..n {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(v.p(&format!("d/f{i}")))
+            .unwrap();
+        f.write_all(&[i as u8; 4096]).unwrap();
+    }
+    let created = stats(&v).since(&s0);
+    per("create write-only + write", n, &created);
+    let s0 = stats(&v);
+    for i in 0..n {
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(v.p(&format!("d/f{i}")))
+            .unwrap();
+        f.write_all(b"tail").unwrap();
+    }
+    let appended = stats(&v).since(&s0);
+    per("open write-only + append", n, &appended);
+    for d in [&created, &appended] {
+        assert_eq!(d.get(Op::Getxattr), 0, "{d}");
+        assert_eq!(d.get(Op::Write), n as u64, "one WRITE per write(2): {d}");
+    }
+    // Five requests per created file, one of them (RELEASE) asynchronous:
+    // GETATTR of the directory (default_permissions after the previous
+    // create changed it), LOOKUP, CREATE, WRITE, RELEASE.
+    assert!(
+        created.total() <= 5 * n as u64 + 10,
+        "{} requests for {n} created files: {created}",
+        created.total()
+    );
+    for i in 0..n {
+        let mut want = vec![i as u8; 4096];
+        want.extend_from_slice(b"tail");
+        assert_eq!(fs::read(v.p(&format!("d/f{i}"))).unwrap(), want);
+    }
+}
+
+/// A walk that reads a whole directory before it stats the entries (`du`,
+/// `rm -rf`, `find -ls` through fts) gets every entry's attributes from
+/// the listing: readdirplus for every batch, not only the first (with
+/// READDIRPLUS_AUTO, which the old code asked for, every batch after the
+/// first was a plain READDIR and each entry of it cost a LOOKUP: about
+/// 980 of 1000 here).
+#[test]
+fn a_walk_that_lists_first_needs_no_lookups() {
+    if !fuse_available(module_path!()) {
+        return;
+    }
+    let _g = serial();
+    let n = 1000;
+    let mut v = Vault::new("list-first");
+    populate(&v, n);
+    v.remount(true);
+    let s0 = stats(&v);
+    let names: Vec<_> = fs::read_dir(v.p("d"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(names.len(), n);
+    for p in &names {
+        assert_eq!(fs::symlink_metadata(p).unwrap().len(), 4096);
+    }
+    let d = stats(&v).since(&s0);
+    per("list, then lstat each", n, &d);
+    assert!(
+        d.get(Op::Lookup) <= 2,
+        "{} LOOKUPs for {n} entries listed first: {d}",
+        d.get(Op::Lookup)
+    );
+    assert_eq!(d.get(Op::Readdir), 0, "plain READDIRs: {d}");
+}
+
 /// Entries returned by readdirplus are kernel lookups: once the kernel
 /// forgets them (drop_caches), the inode table is back to its baseline.
 /// "." and ".." are no lookups (counting them would leak the directory).

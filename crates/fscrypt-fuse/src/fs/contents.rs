@@ -297,7 +297,18 @@ impl EncryptedFs {
         crash_point("write:after-data");
         if end > old {
             st.size = end;
-            self.write_size(&inode, &f, &st)?;
+            // Format 2: the data write itself may already have given the
+            // backing file the length that encodes the new size (a write
+            // ending on a unit boundary past the old length, as every
+            // whole-unit append does); then there is nothing left to set.
+            let done = self.size_in_length() && {
+                let had = layout::len_for_size_v2(old, du).ok_or(Error::FileTooBig)?;
+                let wrote = layout::unit_offset(u.last, du);
+                layout::len_for_size_v2(end, du) == Some(had.max(wrote))
+            };
+            if !done {
+                self.write_size(&inode, &f, &st)?;
+            }
         }
         Ok(data.len() as u32)
     }
