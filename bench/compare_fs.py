@@ -187,10 +187,33 @@ class CpuMeter:
         }
 
 
+# How much memory drop_caches() touches after dropping (MiB); set in main()
+# from the largest cold read.
+WARM_MIB = 0
+
+
 def drop_caches():
+    """Empties the page cache, then touches WARM_MIB of memory and frees it.
+
+    The touch takes a guest artefact out of every cold measurement: with
+    free page reporting (`page_reporting.page_reporting_order` on this VM's
+    kernel command line), memory that stays free for a while is handed
+    back to the host, and the first use of it again costs a host page fault
+    per page. A cold read needs fresh page cache for its data (FUSE: twice,
+    the file's pages and the backing file's), so without the touch it paid
+    for whatever the workload before it left unused: a 1 GiB read right
+    after a 1 GiB write through FUSE ran at 850-900 MB/s when the write
+    went around the page cache (direct I/O) and at 1,400 when it had just
+    filled it, and at 1,400-1,500 for both after the touch (bench/RESULTS.md,
+    2026-12-03). Every filesystem gets the same touch.
+    """
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+    if WARM_MIB:
+        buf = bytearray(WARM_MIB * MiB)
+        buf[:: 4096] = b"x" * (len(buf) // 4096)
+        del buf
 
 
 # ---------------------------------------------------------------- filesystems
@@ -922,6 +945,10 @@ def main():
     }
     img_gib = args.image_gib or (1 if quick else 3)
     only = set(args.only.split(",")) if args.only else None
+    # Page cache for the largest cold read, twice (a FUSE file's pages and
+    # its backing file's): see drop_caches().
+    global WARM_MIB
+    WARM_MIB = 2 * p["seq_mib"]
 
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, on_signal)
