@@ -42,6 +42,11 @@ use crate::stats::{Op, RequestStats};
 /// readdirplus already saves for listings.
 const TTL: Duration = Duration::from_secs(1);
 
+/// The most data one READ or WRITE request carries, bytes: what INIT asks
+/// for (`max_write`, `max_readahead`, and so `max_pages`), and the
+/// read-ahead the mount is given (`crate::widen_readahead`).
+pub(crate) const MAX_REQUEST: u32 = 1 << 20;
+
 thread_local! {
     static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -223,8 +228,8 @@ impl fuser::Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         self.stats.count(Op::Init);
         // Large writes: the kernel caps this at its max_pages (1 MiB by default).
-        let _ = config.set_max_write(1 << 20);
-        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_write(MAX_REQUEST);
+        let _ = config.set_max_readahead(MAX_REQUEST);
         // We clear setuid/setgid ourselves (write flag, truncate, backing
         // chown), so the kernel need not ask for security.capability before
         // every write (one round trip less per write).

@@ -298,14 +298,11 @@ fn new_session<F: fuser::Filesystem>(
     }
 }
 
-/// The kernel's read-ahead for our FUSE mounts, KiB: what one READ request
-/// may carry (`max_readahead`, `max_write` in `FuseAdapter::init`: 1 MiB).
-const READ_AHEAD_KB: u32 = 1024;
-
 /// Raises the read-ahead of the FUSE mount just made at `mountpoint`
 /// (canonical) from the 128 KiB every new FUSE superblock starts with to
-/// [`READ_AHEAD_KB`], through its own bdi, `/sys/class/bdi/MAJ:MIN/read_ahead_kb`
-/// (as `blockdev --setra` does for a disk): nothing but this mount changes.
+/// what one READ may carry ([`fuse::MAX_REQUEST`], 1 MiB), through the
+/// mount's own bdi, `/sys/class/bdi/MAJ:MIN/read_ahead_kb` (as `blockdev
+/// --setra` does for a disk): nothing but this mount changes.
 /// The 128 KiB default also caps the `max_readahead` INIT may ask for, so
 /// it is raised after INIT (which would lower it again). Sequential reads
 /// then reach the daemon as 1 MiB READs, a round trip per MiB instead of
@@ -324,7 +321,7 @@ fn widen_readahead(mountpoint: &Path) {
     let r = match found {
         Ok(Some(m)) => std::fs::write(
             format!("/sys/class/bdi/{}:{}/read_ahead_kb", m.major, m.minor),
-            READ_AHEAD_KB.to_string(),
+            (fuse::MAX_REQUEST / 1024).to_string(),
         )
         .map_err(|e| e.to_string()),
         Ok(None) => Err("not in /proc/self/mountinfo".into()),
