@@ -56,6 +56,15 @@ fn populate(v: &Vault, n: usize) -> StatsSnapshot {
     stats(v).since(&s0)
 }
 
+/// A vault whose directory `d` holds `n` files of 4 KiB, remounted so that
+/// the kernel knows none of them.
+fn cold_populated(tag: &str, n: usize) -> Vault {
+    let mut v = Vault::new(tag);
+    populate(&v, n);
+    v.remount(true);
+    v
+}
+
 /// `ls -l`: list, then lstat every entry.
 fn ls_l(v: &Vault) -> usize {
     let mut n = 0;
@@ -220,9 +229,7 @@ fn a_walk_that_lists_first_needs_no_lookups() {
     }
     let _g = serial();
     let n = 1000;
-    let mut v = Vault::new("list-first");
-    populate(&v, n);
-    v.remount(true);
+    let v = cold_populated("list-first", n);
     let s0 = stats(&v);
     let names: Vec<_> = fs::read_dir(v.p("d"))
         .unwrap()
@@ -443,9 +450,7 @@ fn gnu_ls_l_asks_for_xattrs_once_per_mount() {
     }
     let _g = serial();
     let n = 200;
-    let mut v = Vault::new("ls-xattrs");
-    populate(&v, n);
-    v.remount(true);
+    let v = cold_populated("ls-xattrs", n);
     let s0 = stats(&v);
     let out = std::process::Command::new("ls")
         .arg("-l")
