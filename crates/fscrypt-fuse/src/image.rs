@@ -893,7 +893,7 @@ pub fn mount(img: Image, config: ImageMountConfig, mountpoint: &Path) -> Result<
     }
     let fs = ImageFs::new(img)?;
     let fc = fuser_config(&config);
-    crate::serve(fs, fc, &mountpoint)
+    crate::serve(fs, fc, &mountpoint, None)
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@
 //! vault configuration and key protectors ([`vault`]) are the
 //! `fscrypt-vault` crate, re-exported here.
 
-#![forbid(unsafe_code)]
+// Only `ring/` (io_uring submissions that point at its buffers) may use
+// unsafe code, and says why at each use.
+#![deny(unsafe_code)]
 
 pub mod busy;
 mod crypt;
@@ -26,6 +28,8 @@ mod handles;
 pub mod image;
 mod inodes;
 mod lock;
+mod ops;
+mod ring;
 pub mod stats;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +74,12 @@ pub struct MountConfig {
     pub dev: bool,
     /// Source name shown in /proc/mounts.
     pub fs_name: String,
+    /// Serve through FUSE over io_uring when the kernel offers it (Linux
+    /// 6.14+, after root enabled `/sys/module/fuse/parameters/
+    /// enable_uring`): one queue and serving thread per CPU, so that a
+    /// request wakes a thread on its caller's CPU. Without the kernel's
+    /// offer the mount serves `/dev/fuse` as always.
+    pub io_uring: bool,
 }
 
 impl std::fmt::Debug for MountConfig {
@@ -86,6 +96,7 @@ impl std::fmt::Debug for MountConfig {
             .field("suid", &self.suid)
             .field("dev", &self.dev)
             .field("fs_name", &self.fs_name)
+            .field("io_uring", &self.io_uring)
             .finish()
     }
 }
@@ -143,6 +154,8 @@ fn serving_threads(cpus: usize) -> usize {
 /// What [`prepare`] hands to the mounting code.
 struct Prepared {
     adapter: fuse::FuseAdapter,
+    /// The mount's FUSE over io_uring (started at INIT, if at all).
+    ring: std::sync::Arc<ring::Ring>,
     fc: fuser::Config,
     /// Held for as long as the vault is served.
     lock: VaultLock,
@@ -188,8 +201,10 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<Prepared> {
             read_only: config.read_only,
         },
     )?;
+    let ring = ring::Ring::new(config.io_uring);
     Ok(Prepared {
-        adapter: fuse::FuseAdapter::new(fs),
+        adapter: fuse::FuseAdapter::new(fs, ring.clone()),
+        ring,
         fc,
         lock,
     })
@@ -216,10 +231,14 @@ fn new_session<F: fuser::Filesystem>(
     adapter: F,
     mountpoint: &Path,
     fc: fuser::Config,
+    ring: Option<&ring::Ring>,
 ) -> Result<MountedSession<F>> {
     use std::os::fd::AsRawFd;
     if !rustix::process::geteuid().is_root() {
         let dev = fusermount::mount(mountpoint, &fc)?;
+        if let Some(ring) = ring {
+            ring.attach(&dev);
+        }
         let acl = fc.acl;
         return match fuser::Session::from_fd(adapter, dev, acl, fc) {
             Ok(session) => Ok(MountedSession {
@@ -282,6 +301,9 @@ fn new_session<F: fuser::Filesystem>(
         data.as_c_str(),
     )
     .map_err(|e| Error::Mount(format!("mount {}: {e}", mountpoint.display())))?;
+    if let Some(ring) = ring {
+        ring.attach(&dev);
+    }
     let acl = fc.acl;
     match fuser::Session::from_fd(adapter, dev, acl, fc) {
         Ok(session) => {
@@ -300,7 +322,7 @@ fn new_session<F: fuser::Filesystem>(
 
 /// Raises the read-ahead of the FUSE mount just made at `mountpoint`
 /// (canonical) from the 128 KiB every new FUSE superblock starts with to
-/// what one READ may carry ([`fuse::MAX_REQUEST`], 1 MiB), through the
+/// what one READ may carry ([`ops::MAX_REQUEST`], 1 MiB), through the
 /// mount's own bdi, `/sys/class/bdi/MAJ:MIN/read_ahead_kb` (as `blockdev
 /// --setra` does for a disk): nothing but this mount changes.
 /// The 128 KiB default also caps the `max_readahead` INIT may ask for, so
@@ -321,7 +343,7 @@ fn widen_readahead(mountpoint: &Path) {
     let r = match found {
         Ok(Some(m)) => std::fs::write(
             format!("/sys/class/bdi/{}:{}/read_ahead_kb", m.major, m.minor),
-            (fuse::MAX_REQUEST / 1024).to_string(),
+            (ops::MAX_REQUEST / 1024).to_string(),
         )
         .map_err(|e| e.to_string()),
         Ok(None) => Err("not in /proc/self/mountinfo".into()),
@@ -361,15 +383,22 @@ pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
     })?;
     let Prepared {
         adapter,
+        ring,
         fc,
         lock: _lock,
     } = prepare(config, mountpoint)?;
-    serve(adapter, fc, mountpoint)
+    serve(adapter, fc, mountpoint, Some(&ring))
 }
 
 /// Serves `adapter` at `mountpoint` (canonical) until it is unmounted or
 /// the process gets SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
-fn serve<F: fuser::Filesystem>(adapter: F, fc: fuser::Config, mountpoint: &Path) -> Result<()> {
+/// `ring`: the mount's FUSE over io_uring, if it may have one.
+fn serve<F: fuser::Filesystem>(
+    adapter: F,
+    fc: fuser::Config,
+    mountpoint: &Path,
+    ring: Option<&ring::Ring>,
+) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // Modes are exactly what the kernel passes: it has already applied the
     // caller's umask (fuser does not ask for FUSE_DONT_MASK), so the
@@ -382,7 +411,7 @@ fn serve<F: fuser::Filesystem>(adapter: F, fc: fuser::Config, mountpoint: &Path)
     let MountedSession {
         mut session,
         own_mount,
-    } = new_session(adapter, mountpoint, fc)?;
+    } = new_session(adapter, mountpoint, fc, ring)?;
     let mut unmounter = session.unmount_callable();
     // Handlers are process-wide (whatever thread the signal lands on); the
     // waiter thread unmounts, which ends `run`. Every signal tries again
@@ -412,6 +441,9 @@ fn serve<F: fuser::Filesystem>(adapter: F, fc: fuser::Config, mountpoint: &Path)
     let r = session.run();
     handle.close();
     let _ = waiter.join();
+    if let Some(ring) = ring {
+        ring.join();
+    }
     r.map_err(Error::Io)
 }
 
@@ -422,6 +454,7 @@ pub struct BackgroundMount {
     mountpoint: PathBuf,
     own_mount: bool,
     stats: std::sync::Arc<RequestStats>,
+    ring: std::sync::Arc<ring::Ring>,
     /// Released after the session ends (field order: dropped last).
     _lock: VaultLock,
 }
@@ -439,13 +472,15 @@ impl BackgroundMount {
         let Some(s) = self.session.take() else {
             return Ok(());
         };
-        if self.own_mount {
+        let r = if self.own_mount {
             // The serving thread ends when the kernel drops the connection.
             unmount(&self.mountpoint)?;
             s.join().map_err(Error::Io)
         } else {
             s.umount_and_join().map_err(Error::Io)
-        }
+        };
+        self.ring.join();
+        r
     }
 
     /// Where it is mounted.
@@ -479,15 +514,21 @@ impl Drop for BackgroundMount {
 /// # Errors
 /// As [`mount`].
 pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
-    let Prepared { adapter, fc, lock } = prepare(config, mountpoint)?;
+    let Prepared {
+        adapter,
+        ring,
+        fc,
+        lock,
+    } = prepare(config, mountpoint)?;
     let stats = adapter.stats();
-    let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc)?;
+    let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc, Some(&ring))?;
     let session = session.spawn().map_err(Error::Io)?;
     Ok(BackgroundMount {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
         own_mount,
         stats,
+        ring,
         _lock: lock,
     })
 }

@@ -70,12 +70,16 @@ const N: usize = Op::ALL.len();
 /// Per-opcode request counters of one mount.
 pub struct RequestStats {
     counts: [AtomicU64; N],
+    /// Requests that came through FUSE over io_uring (`crate::ring`),
+    /// whatever their opcode; the rest came on `/dev/fuse`.
+    ring: AtomicU64,
 }
 
 impl Default for RequestStats {
     fn default() -> Self {
         RequestStats {
             counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            ring: AtomicU64::new(0),
         }
     }
 }
@@ -92,6 +96,13 @@ impl RequestStats {
         self.counts[op as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one request that came through FUSE over io_uring (besides
+    /// its opcode's counter).
+    #[inline]
+    pub fn count_ring(&self) {
+        self.ring.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Requests of kind `op` so far.
     pub fn get(&self, op: Op) -> u64 {
         self.counts[op as usize].load(Ordering::Relaxed)
@@ -99,9 +110,10 @@ impl RequestStats {
 
     /// A copy of every counter (for differences: `after - before`).
     pub fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot(std::array::from_fn(|i| {
-            self.counts[i].load(Ordering::Relaxed)
-        }))
+        StatsSnapshot {
+            counts: std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)),
+            ring: self.ring.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -113,29 +125,40 @@ impl fmt::Debug for RequestStats {
 
 /// The counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatsSnapshot([u64; N]);
+pub struct StatsSnapshot {
+    counts: [u64; N],
+    ring: u64,
+}
 
 impl StatsSnapshot {
     /// Requests of kind `op`.
     pub fn get(&self, op: Op) -> u64 {
-        self.0[op as usize]
+        self.counts[op as usize]
     }
 
     /// All requests.
     pub fn total(&self) -> u64 {
-        self.0.iter().sum()
+        self.counts.iter().sum()
+    }
+
+    /// Of [`StatsSnapshot::total`], the requests that came through FUSE
+    /// over io_uring.
+    pub fn through_ring(&self) -> u64 {
+        self.ring
     }
 
     /// The requests between `earlier` and this snapshot.
     pub fn since(&self, earlier: &StatsSnapshot) -> StatsSnapshot {
-        StatsSnapshot(std::array::from_fn(|i| {
-            self.0[i].saturating_sub(earlier.0[i])
-        }))
+        StatsSnapshot {
+            counts: std::array::from_fn(|i| self.counts[i].saturating_sub(earlier.counts[i])),
+            ring: self.ring.saturating_sub(earlier.ring),
+        }
     }
 }
 
 impl fmt::Display for StatsSnapshot {
-    /// `LOOKUP 3, GETATTR 1` (nonzero counters only; `none` if all zero).
+    /// `LOOKUP 3, GETATTR 1` (nonzero counters only; `none` if all zero),
+    /// then ` (4 through io_uring)` if any came that way.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
         for &op in Op::ALL {
@@ -150,6 +173,9 @@ impl fmt::Display for StatsSnapshot {
         }
         if first {
             f.write_str("none")?;
+        }
+        if self.ring != 0 {
+            write!(f, " ({} through io_uring)", self.ring)?;
         }
         Ok(())
     }
@@ -175,6 +201,11 @@ mod tests {
         let d = b.since(&a);
         assert_eq!(d.to_string(), "LOOKUP 1, GETATTR 1, FALLOCATE 1");
         assert_eq!(d.total(), 3);
+        assert_eq!(d.through_ring(), 0);
+        s.count_ring();
+        let c = s.snapshot().since(&b);
+        assert_eq!(c.through_ring(), 1);
+        assert_eq!(c.to_string(), "none (1 through io_uring)");
         // Every opcode has its own counter and name.
         let names: std::collections::HashSet<_> = Op::ALL.iter().map(|o| o.name()).collect();
         assert_eq!(names.len(), Op::ALL.len());

@@ -61,6 +61,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         suid: true,
         dev: true,
         fs_name: "fscrypt-test".into(),
+        io_uring: true,
     }
 }
 

@@ -70,7 +70,9 @@ pub struct Args {
     #[arg(long)]
     pub nonempty: bool,
     /// Mount options, comma-separated: ro, rw, allow_other, suid and dev
-    /// (root only; the default is nosuid,nodev), nonempty, fsname=NAME,
+    /// (root only; the default is nosuid,nodev), nonempty, noio_uring
+    /// (serve /dev/fuse even where the kernel offers FUSE over io_uring;
+    /// io_uring, the default, is accepted), fsname=NAME,
     /// and for fstab keyfile=PATH, passfile=PATH or extpass=CMD (as
     /// --key-file, --passfile, --extpass; write a space in CMD as \040 in
     /// fstab; CMD cannot contain a comma), and the fstab-only options
@@ -114,6 +116,8 @@ pub struct MountOptions {
     pub extpass: Option<String>,
     /// `nonempty`: mount over a non-empty directory.
     pub nonempty: bool,
+    /// `noio_uring`: never serve through FUSE over io_uring.
+    pub no_io_uring: bool,
 }
 
 /// Options mount(8) may pass from fstab that mean nothing to a FUSE
@@ -161,6 +165,8 @@ impl MountOptions {
                 None if word == "dev" => o.dev = true,
                 None if word == "nodev" => o.dev = false,
                 None if word == "nonempty" => o.nonempty = true,
+                None if word == "io_uring" => o.no_io_uring = false,
+                None if word == "noio_uring" => o.no_io_uring = true,
                 None if IGNORED.contains(&word) => {}
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
                 Some(("passfile", v)) if !v.is_empty() => o.passfile = Some(PathBuf::from(v)),
@@ -170,7 +176,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
                 ),
             }
         }
@@ -219,6 +225,9 @@ impl MountOptions {
         }
         if self.dev {
             w.push("dev".to_owned());
+        }
+        if self.no_io_uring {
+            w.push("noio_uring".to_owned());
         }
         if let Some(name) = &self.fs_name {
             w.push(format!("fsname={name}"));
@@ -440,6 +449,7 @@ fn run_mount(
         allow_other: opts.allow_other,
         suid: opts.suid,
         dev: opts.dev,
+        io_uring: !opts.no_io_uring,
     };
     crate::support::heap::install();
     fscrypt_fuse::mount(config, mountpoint)

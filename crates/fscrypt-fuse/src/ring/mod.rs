@@ -1,0 +1,334 @@
+//! FUSE over io_uring (Linux 6.14 and later): the kernel hands each request
+//! to a serving thread of the CPU its caller runs on, through an io_uring
+//! command the thread left waiting on `/dev/fuse`, and takes the reply
+//! with the same command that fetches the next request
+//! (`Documentation/filesystems/fuse/fuse-io-uring.rst`).
+//!
+//! Why: on `/dev/fuse` every request wakes whichever serving thread slept
+//! longest and every reply wakes the caller, each on whatever CPU the
+//! scheduler picks; on a VM a wake-up across CPUs costs 20-35 us
+//! (`bench/wake_latency.c`), several times the work of most requests. With
+//! one queue per CPU and its thread pinned there, the request's wake-up
+//! stays on the caller's CPU (bench/RESULTS.md has the figures).
+//!
+//! When: the kernel offers FUSE_OVER_IO_URING at INIT only once root
+//! enabled it (`/sys/module/fuse/parameters/enable_uring`, off by
+//! default); the mount takes it unless told not to
+//! ([`crate::MountConfig::io_uring`]). Until every CPU's queue has its
+//! entries registered, and for FORGET and INTERRUPT always, requests keep
+//! coming on `/dev/fuse` to fuser's threads. Both paths answer through the
+//! same [`Ops`].
+//!
+//! Threads: one per possible CPU (the kernel keeps a queue per possible
+//! CPU and uses the ring only once all have entries), pinned to it, each
+//! with its own io_uring (128-byte SQEs, one submitter) and [`DEPTH`]
+//! entries: a 288-byte header and a [`MAX_REQUEST`] payload buffer each.
+//! A thread serves its entries one after the other and stops when the
+//! kernel ends the connection (unmount: every command completes with
+//! ENOTCONN or ENODEV).
+
+#![allow(unsafe_code)]
+
+mod wire;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
+
+use crate::ops::{MAX_REQUEST, Ops};
+use wire::Header;
+
+/// Entries per queue: one being served while the kernel fills the other.
+const DEPTH: usize = 2;
+
+/// `FUSE_IO_URING_CMD_REGISTER`: register an entry's buffers and wait for
+/// a request.
+const CMD_REGISTER: u32 = 1;
+/// `FUSE_IO_URING_CMD_COMMIT_AND_FETCH`: send the reply in the entry and
+/// wait for the next request.
+const CMD_COMMIT_AND_FETCH: u32 = 2;
+
+/// How long a registration refused with EAGAIN (INIT not yet complete) is
+/// retried before the thread gives up (the mount then stays on
+/// `/dev/fuse`).
+const REGISTER_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How long [`Ring::join`] waits for the threads after an unmount.
+const JOIN_PATIENCE: Duration = Duration::from_secs(5);
+
+/// FUSE over io_uring for one mount: whether it may be used, and its
+/// threads once started.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    /// Whether the mount may use the ring.
+    wanted: bool,
+    /// A duplicate of the mount's `/dev/fuse` descriptor, given before
+    /// INIT ([`Ring::attach`]).
+    dev: Mutex<Option<Arc<OwnedFd>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Ring {
+    /// The ring of a mount; `wanted` false: it never starts.
+    pub(crate) fn new(wanted: bool) -> Arc<Ring> {
+        Arc::new(Ring {
+            wanted,
+            dev: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Keeps a duplicate of the mount's `/dev/fuse` descriptor for the
+    /// ring's commands (before the session answers INIT). Without it (the
+    /// dup failed: one debug line) the ring is not used.
+    pub(crate) fn attach(&self, dev: &OwnedFd) {
+        if !self.wanted {
+            return;
+        }
+        match dev.try_clone() {
+            Ok(fd) => *lock(&self.dev) = Some(Arc::new(fd)),
+            Err(e) => log::debug!("fscrypt-fuse: io_uring not used: duplicating /dev/fuse: {e}"),
+        }
+    }
+
+    /// Whether INIT should ask for FUSE_OVER_IO_URING.
+    pub(crate) fn wanted(&self) -> bool {
+        self.wanted && lock(&self.dev).is_some()
+    }
+
+    /// Starts one serving thread per possible CPU (at INIT: the threads
+    /// register as soon as the kernel has INIT's reply).
+    pub(crate) fn start(&self, ops: Arc<Ops>) {
+        let Some(dev) = lock(&self.dev).take() else {
+            return;
+        };
+        let queues = possible_cpus();
+        log::info!("fscrypt-fuse: serving through FUSE over io_uring ({queues} queues)");
+        let mut threads = lock(&self.threads);
+        for qid in 0..queues {
+            let (dev, ops) = (dev.clone(), ops.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("fuse-ring-{qid}"))
+                .spawn(move || {
+                    if let Err(e) = serve_queue(qid, &dev, &ops) {
+                        log::warn!("fscrypt-fuse: io_uring queue {qid} stopped: {e}");
+                    }
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => log::warn!("fscrypt-fuse: io_uring queue {qid} not started: {e}"),
+            }
+        }
+    }
+
+    /// Waits (at most [`JOIN_PATIENCE`]) for the threads to end after the
+    /// mount is gone; a thread still running then is left detached (one
+    /// warning).
+    pub(crate) fn join(&self) {
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        let deadline = Instant::now() + JOIN_PATIENCE;
+        for t in threads {
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                log::warn!("fscrypt-fuse: an io_uring serving thread outlived its mount");
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The kernel's number of queues, `num_possible_cpus()`: the highest CPU
+/// number in `/sys/devices/system/cpu/possible` ("0-3", "0,2-5") plus one.
+fn possible_cpus() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    parse_cpu_list_max(&text).map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        |max| max + 1,
+    )
+}
+
+/// The highest CPU number of a kernel CPU list ("0-3,8"), if any.
+fn parse_cpu_list_max(text: &str) -> Option<usize> {
+    text.trim()
+        .split(',')
+        .filter_map(|part| part.rsplit('-').next()?.trim().parse::<usize>().ok())
+        .max()
+}
+
+/// One ring entry's buffers. The kernel keeps their addresses from
+/// REGISTER on and writes requests into them; they live as long as a
+/// command of theirs may be in flight.
+struct Entry {
+    header: Box<Header>,
+    payload: Vec<u8>,
+    /// `iovec[2]` for REGISTER: header, payload.
+    iov: Box<[libc::iovec; 2]>,
+    /// The command last submitted (resubmitted as is after EAGAIN).
+    last: u32,
+}
+
+impl Entry {
+    fn new() -> Entry {
+        let mut header = Box::new(Header::new());
+        let mut payload = vec![0u8; MAX_REQUEST as usize];
+        let iov = Box::new([
+            libc::iovec {
+                iov_base: header.0.as_mut_ptr().cast(),
+                iov_len: wire::HEADER,
+            },
+            libc::iovec {
+                iov_base: payload.as_mut_ptr().cast(),
+                iov_len: payload.len(),
+            },
+        ]);
+        Entry {
+            header,
+            payload,
+            iov,
+            last: CMD_REGISTER,
+        }
+    }
+}
+
+/// Submits `cmd` for entry `idx` of queue `qid`.
+fn submit(
+    ring: &mut IoUring<squeue::Entry128, cqueue::Entry>,
+    dev: &OwnedFd,
+    e: &mut Entry,
+    idx: usize,
+    qid: usize,
+    cmd: u32,
+) -> io::Result<()> {
+    // struct fuse_uring_cmd_req: flags, commit_id, qid (u16), padding.
+    let mut area = [0u8; 80];
+    area[8..16].copy_from_slice(&e.header.commit_id().to_ne_bytes());
+    area[16..18].copy_from_slice(&(qid as u16).to_ne_bytes());
+    let mut op = opcode::UringCmd80::new(types::Fd(dev.as_raw_fd()), cmd).cmd(area);
+    if cmd == CMD_REGISTER {
+        op = op.addr(Some(e.iov.as_ptr() as u64));
+    }
+    let mut sqe = op.build().user_data(idx as u64);
+    if cmd == CMD_REGISTER {
+        // REGISTER wants `sqe->len` = 2 (the iovecs), which io-uring's
+        // UringCmd80 does not set: `len` is the u32 at byte 24 of
+        // `struct io_uring_sqe`.
+        const _: () = assert!(std::mem::size_of::<squeue::Entry128>() == 128);
+        // SAFETY: Entry128 is `#[repr(C)]` over the kernel's 128-byte SQE
+        // (asserted above); every bit pattern is a valid SQE, and only
+        // the `len` field changes.
+        let mut bytes: [u8; 128] = unsafe { std::mem::transmute(sqe) };
+        bytes[24..28].copy_from_slice(&2u32.to_ne_bytes());
+        // SAFETY: as above.
+        sqe = unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(bytes) };
+    }
+    e.last = cmd;
+    // SAFETY: the SQE points at `e.iov` (REGISTER) and through it at
+    // `e.header` and `e.payload`, heap buffers that stay where they are
+    // and alive while any command of the entry may be in flight: the
+    // entries are dropped only once every command has completed, and
+    // leaked otherwise (`serve_queue`).
+    unsafe {
+        ring.submission()
+            .push(&sqe)
+            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+    }
+    ring.submit()?;
+    Ok(())
+}
+
+/// Serves queue `qid` until the kernel ends the connection.
+fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops) -> io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(qid);
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        // Not fatal: served from another CPU, only slower.
+        log::debug!("fscrypt-fuse: io_uring queue {qid} not pinned: {e}");
+    }
+    let mut ring: IoUring<squeue::Entry128, cqueue::Entry> = IoUring::builder()
+        .setup_single_issuer()
+        .setup_coop_taskrun()
+        .build((2 * DEPTH) as u32)?;
+    let mut entries: Vec<Entry> = (0..DEPTH).map(|_| Entry::new()).collect();
+    let mut in_flight = 0;
+    let r = (|| {
+        for (idx, e) in entries.iter_mut().enumerate() {
+            submit(&mut ring, dev, e, idx, qid, CMD_REGISTER)?;
+            in_flight += 1;
+        }
+        let started = Instant::now();
+        let mut read_buf = Vec::new();
+        let mut done = [(0u64, 0i32); DEPTH];
+        while in_flight > 0 {
+            match ring.submit_and_wait(1) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => r?,
+            };
+            let mut n = 0;
+            for c in ring.completion() {
+                if n < DEPTH {
+                    done[n] = (c.user_data(), c.result());
+                    n += 1;
+                }
+            }
+            for &(idx, res) in &done[..n] {
+                let Some(e) = entries.get_mut(idx as usize) else {
+                    continue;
+                };
+                match -res {
+                    0 => {
+                        ops.stats().count_ring();
+                        wire::serve(ops, &mut e.header, &mut e.payload, &mut read_buf);
+                        submit(&mut ring, dev, e, idx as usize, qid, CMD_COMMIT_AND_FETCH)?;
+                    }
+                    // Before INIT's reply reached the kernel, or interrupted:
+                    // the same command again.
+                    libc::EAGAIN | libc::EINTR if started.elapsed() < REGISTER_PATIENCE => {
+                        std::thread::sleep(Duration::from_millis(1));
+                        let cmd = e.last;
+                        submit(&mut ring, dev, e, idx as usize, qid, cmd)?;
+                    }
+                    // The connection ended (unmount, abort).
+                    libc::ENOTCONN | libc::ENODEV | libc::ECONNABORTED => in_flight -= 1,
+                    errno => {
+                        in_flight -= 1;
+                        log::warn!(
+                            "fscrypt-fuse: io_uring queue {qid}: command {} failed: errno {errno}",
+                            e.last
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    if in_flight > 0 {
+        // A command may still point at the buffers: never free them.
+        std::mem::forget(entries);
+        std::mem::forget(ring);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpu_list_max;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list_max("0-1\n"), Some(1));
+        assert_eq!(parse_cpu_list_max("0"), Some(0));
+        assert_eq!(parse_cpu_list_max("0,2-5,8"), Some(8));
+        assert_eq!(parse_cpu_list_max(""), None);
+    }
+}
