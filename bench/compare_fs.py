@@ -314,8 +314,15 @@ class KernelFscrypt(Fs):
         return f"{self.label} ({getattr(self, 'detail', '')})"
 
 
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
 class FscryptRs(Fs):
+    """fscrypt-rs on /dev/fuse, as every FUSE peer here (`-o noio_uring`:
+    even where root enabled FUSE over io_uring)."""
+
     key, label, fuse = "fscrypt-rs", "fscrypt-rs", True
+    options = ["-o", "noio_uring"]
 
     def setup(self):
         bin_ = self.ctx.bin
@@ -332,9 +339,37 @@ class FscryptRs(Fs):
         keyf = os.path.join(self.ctx.work, "fscrypt-rs.key")
         run([bin_, "init", cipher, "--new-key-file", keyf], capture=True)
         self.start_daemon(
-            [bin_, "mount", cipher, mnt, "--key-file", keyf, "--foreground"], mnt
+            [bin_, "mount", cipher, mnt, "--key-file", keyf, "--foreground"] + self.options,
+            mnt,
         )
         return mnt
+
+
+class FscryptRsUring(FscryptRs):
+    """fscrypt-rs served through FUSE over io_uring (Linux 6.14+): root
+    enables the kernel's switch for this filesystem's turn and puts it back
+    after. None of the peers can use it (go-fuse and the libfuse securefs
+    links have no io_uring transport), so it is its own column."""
+
+    key, label = "fscrypt-rs-uring", "fscrypt-rs (FUSE over io_uring)"
+    options = []
+
+    def setup(self):
+        try:
+            with open(URING_PARAM) as f:
+                was = f.read().strip()
+        except OSError:
+            self.skip_reason = f"this kernel has no FUSE over io_uring ({URING_PARAM})"
+            return None
+        with open(URING_PARAM, "w") as f:
+            f.write("Y")
+
+        def restore():
+            with open(URING_PARAM, "w") as f:
+                f.write(was)
+
+        self.ctx.cleanup.push("enable_uring", restore)
+        return super().setup()
 
 
 class Gocryptfs(Fs):
@@ -373,7 +408,7 @@ class Securefs(Fs):
         return mnt
 
 
-FS_CLASSES = [PlainExt4, KernelFscrypt, FscryptRs, Gocryptfs, Securefs]
+FS_CLASSES = [PlainExt4, KernelFscrypt, FscryptRs, FscryptRsUring, Gocryptfs, Securefs]
 
 
 # ---------------------------------------------------------------- workloads
@@ -798,7 +833,12 @@ def render(report):
     defs = report["metrics"]
     fss = [f for f in report["filesystems"] if not f.get("skipped")]
     names = [f["key"] for f in fss]
-    head = ["workload", "unit"] + names + ["fscrypt-rs/gocryptfs", "fscrypt-rs/kernel"]
+    pairs = [("fscrypt-rs", "gocryptfs"), ("fscrypt-rs", "securefs"),
+             ("fscrypt-rs-uring", "gocryptfs"), ("fscrypt-rs-uring", "securefs"),
+             ("fscrypt-rs-uring", "kernel")]
+    pairs = [(a, b) for a, b in pairs if a in names and b in names]
+    short = {"fscrypt-rs": "rs", "fscrypt-rs-uring": "rs-uring"}
+    head = ["workload", "unit"] + names + [f"{short[a]}/{b}" for a, b in pairs]
     rows = []
     for key, label, unit, higher in defs:
         row = [label, unit]
@@ -810,14 +850,14 @@ def render(report):
             if s and len(s["runs"]) > 1:
                 cell += f" ({fmt(s['min'], unit)}..{fmt(s['max'], unit)})"
             row.append(cell)
-        for other in ("gocryptfs", "kernel"):
-            r = ratio(med.get("fscrypt-rs"), med.get(other), higher)
+        for ours, other in pairs:
+            r = ratio(med.get(ours), med.get(other), higher)
             row.append("-" if r is None else f"{r:.2f}x")
         rows.append(row)
     cpu_row = ["CPU user+sys, whole run", "s"]
     for f in fss:
         cpu_row.append(f"{f['cpu_total']:.1f}")
-    cpu_row += ["-", "-"]
+    cpu_row += ["-"] * len(pairs)
     rows.append(cpu_row)
     widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     lines = [" | ".join(str(c).ljust(w) for c, w in zip(head, widths))]
@@ -825,7 +865,8 @@ def render(report):
     for r in rows:
         lines.append(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
     lines.append(
-        "ratios: >1 means fscrypt-rs is better (faster, more files/s); "
+        "ratios: >1 means fscrypt-rs is better (faster, more files/s); rs = on /dev/fuse, "
+        "rs-uring = through FUSE over io_uring; "
         "median of reps, (min..max) when reps > 1."
     )
     cpu_lines = ["", "CPU seconds (median per rep: workload + FUSE daemon + kernel threads):"]
@@ -920,7 +961,7 @@ def main():
     ap.add_argument("--reps", type=int, help="repetitions per workload (default 3; quick 1)")
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "compare-fs-results"),
                     help="directory for the .txt/.csv/.json results")
-    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,gocryptfs,securefs")
+    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,fscrypt-rs-uring,gocryptfs,securefs")
     ap.add_argument("--bin", help="fscrypt-rs binary (default: cargo build --release)")
     ap.add_argument("--no-fio", action="store_true", help="use the built-in random-read loop")
     ap.add_argument("--image-gib", type=float, help="size of the ext4 image (default 3, quick 1)")
@@ -1030,6 +1071,7 @@ def main():
                 entry["skipped"] = fs.skip_reason
                 log(f"SKIP {fs.key}: {fs.skip_reason}")
                 cleanup.pop_run(f"daemon {fs.key}")
+                cleanup.pop_run("enable_uring")
                 continue
             entry["label"] = fs.describe()
             meter = CpuMeter(fs.daemon_pids)
@@ -1057,6 +1099,7 @@ def main():
                     rm_tree(os.path.join(ctx.img_mnt, name))
             os.sync()
             cleanup.pop_run("kernel key")
+            cleanup.pop_run("enable_uring")
             run(["fstrim", ctx.img_mnt], check=False)
         merge_previous(report, args.merge)
         out_base, table = write_outputs(report, args.out)

@@ -70,8 +70,8 @@ const N: usize = Op::ALL.len();
 /// Per-opcode request counters of one mount.
 pub struct RequestStats {
     counts: [AtomicU64; N],
-    /// Requests that came through FUSE over io_uring (`crate::ring`),
-    /// whatever their opcode; the rest came on `/dev/fuse`.
+    /// Requests counted above that came through FUSE over io_uring
+    /// (`crate::ring`); the rest came on `/dev/fuse`.
     ring: AtomicU64,
 }
 

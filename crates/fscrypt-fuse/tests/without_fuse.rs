@@ -159,3 +159,41 @@ fn names_rename_unlink_and_the_locked_view() {
     assert_eq!(names(&fs, ROOT).len(), 2);
     assert_eq!(Error::NoKey.errno(), libc::ENOKEY);
 }
+
+/// User xattrs on a regular file that is not open: format 2 looks files
+/// up without opening them, and the xattr calls then got no fd
+/// (setxattr failed with EPERM, getxattr and listxattr saw nothing).
+#[test]
+fn user_xattrs_on_files_that_are_not_open() {
+    let dir = TempDir::new("nofuse-xattr");
+    fscrypt_fuse::create_root(dir.path(), &policy()).unwrap();
+    {
+        let fs = open_fs(&dir, true);
+        let (_, fh) = fs
+            .create(ROOT, OsStr::new("f"), 0o644, libc::O_RDWR, ME)
+            .unwrap();
+        fs.write(fh, 0, b"data").unwrap();
+        fs.release(fh).unwrap();
+        fs.mkdir(ROOT, OsStr::new("d"), 0o755, ME).unwrap();
+    }
+    // A fresh filesystem: nothing of "f" is open or cached.
+    let fs = open_fs(&dir, true);
+    for name in ["f", "d"] {
+        let ino = fscrypt_fuse::InodeNo(fs.lookup(ROOT, OsStr::new(name)).unwrap().ino.0);
+        let k = OsStr::new("user.k");
+        match fs.setxattr(ino, k, b"value", 0) {
+            Err(e) if e.errno() == libc::EOPNOTSUPP => {
+                test_support::skip::skip(
+                    "user_xattrs_on_files_that_are_not_open",
+                    "the backing filesystem of the temp dir has no user xattrs",
+                );
+                return;
+            }
+            r => r.unwrap(),
+        }
+        assert_eq!(fs.getxattr(ino, k, 64).unwrap(), b"value", "{name}");
+        assert_eq!(fs.listxattr(ino).unwrap(), b"user.k\0", "{name}");
+        fs.removexattr(ino, k).unwrap();
+        assert_eq!(fs.listxattr(ino).unwrap(), b"", "{name}");
+    }
+}

@@ -28,11 +28,27 @@ pub fn absolute(path: &Path) -> PathBuf {
 
 /// True when `path` is a FUSE mount whose daemon is gone ("Transport
 /// endpoint is not connected").
+///
+/// A daemon that died a moment ago may leave its connection in teardown
+/// for a few milliseconds: with FUSE over io_uring the kernel cancels the
+/// ring's commands first (requests fail with ECANCELED), then aborts the
+/// connection (ECONNABORTED), and only then does every request fail with
+/// ENOTCONN. Those two are waited out (up to 1 s), not taken for a live
+/// daemon.
 pub fn is_dead_mount(path: &Path) -> bool {
+    use rustix::io::Errno;
     // statfs always asks the daemon; stat may answer from the kernel's
     // attribute cache.
-    matches!(rustix::fs::statfs(path), Err(rustix::io::Errno::NOTCONN))
-        || matches!(rustix::fs::stat(path), Err(rustix::io::Errno::NOTCONN))
+    for _ in 0..100 {
+        match rustix::fs::statfs(path) {
+            Err(Errno::NOTCONN) => return true,
+            Err(Errno::CANCELED | Errno::CONNABORTED) => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => break,
+        }
+    }
+    matches!(rustix::fs::stat(path), Err(Errno::NOTCONN))
 }
 
 /// The mount on top at exactly `path`, if any.

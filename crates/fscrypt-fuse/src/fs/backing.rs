@@ -97,7 +97,7 @@ pub(crate) fn proc_path(fd: BorrowedFd<'_>) -> String {
 }
 
 /// Reopens the object of an `O_PATH` fd of a regular file with `flags`.
-fn reopen(path: &OwnedFd, flags: OFlags) -> Result<File> {
+pub(super) fn reopen(path: &OwnedFd, flags: OFlags) -> Result<File> {
     let fd = rustix::fs::open(
         proc_path(path.as_fd()).as_str(),
         flags | OFlags::CLOEXEC | OFlags::NOCTTY,

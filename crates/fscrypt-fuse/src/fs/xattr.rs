@@ -2,19 +2,22 @@
 //! object (as the kernel: fscrypt does not encrypt xattrs).
 
 use std::ffi::OsStr;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::error::{Error, Result};
-use crate::inodes::InodeNo;
+use crate::inodes::{InodeNo, Kind};
 
-use super::{EncryptedFs, Loc, sys};
+use super::backing::reopen;
+use super::{EncryptedFs, Loc, kind_of, sys};
 
 impl EncryptedFs {
     /// Runs an xattr call on the backing object's real fd (regular files
     /// and directories, found and verified); other objects (symlinks,
     /// special files: no `user.` xattrs on Linux) get `other` and are never
-    /// touched by path.
+    /// touched by path. A regular file found without opening it (format 2
+    /// learns its attributes from the entry alone) is opened for it from
+    /// its verified `O_PATH` fd: xattr calls refuse `O_PATH` fds.
     pub(super) fn with_xattr_target<T, B>(
         &self,
         loc: &Loc,
@@ -22,9 +25,13 @@ impl EncryptedFs {
         on_fd: impl FnOnce(BorrowedFd<'_>, B) -> rustix::io::Result<T>,
         other: Result<T>,
     ) -> Result<T> {
-        match self.loc_fd(loc)? {
-            Some(fd) => on_fd(fd, buf).map_err(sys),
-            None => other,
+        match (self.loc_fd(loc)?, loc) {
+            (Some(fd), _) => on_fd(fd, buf).map_err(sys),
+            (None, Loc::Path(f)) if kind_of(f.st.st_mode) == Kind::File => {
+                let file = reopen(&f.path, rustix::fs::OFlags::RDONLY)?;
+                on_fd(file.as_fd(), buf).map_err(sys)
+            }
+            (None, _) => other,
         }
     }
 

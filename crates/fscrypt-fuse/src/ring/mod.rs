@@ -287,7 +287,6 @@ fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops) -> io::Result<()> {
                 };
                 match -res {
                     0 => {
-                        ops.stats().count_ring();
                         wire::serve(ops, &mut e.header, &mut e.payload, &mut read_buf);
                         submit(&mut ring, dev, e, idx as usize, qid, CMD_COMMIT_AND_FETCH)?;
                     }

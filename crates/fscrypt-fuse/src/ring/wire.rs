@@ -308,6 +308,12 @@ fn set_time(now: bool, secs: u64, nsecs: u32) -> SetTime {
     }
 }
 
+/// What [`answer`] returns for an opcode it does not serve: ENOSYS on the
+/// wire, and not counted (as fuser's defaults for the same opcodes are
+/// not). An errno no operation returns (`EDOM`), so that the two cannot
+/// be confused.
+const UNSERVED: Errno = Errno::EDOM;
+
 /// Answers the request in `header` and `payload` with `ops` and writes the
 /// reply in their place: `fuse_out_header` and the reply's length.
 /// `read_buf` is the thread's buffer for plaintext read.
@@ -317,7 +323,11 @@ pub(super) fn serve(ops: &Ops, header: &mut Header, payload: &mut [u8], read_buf
     let r = match h {
         Some(h) => {
             let input = n.saturating_sub(h.extlen);
-            answer(ops, &h, header.op_in(), payload, input, read_buf)
+            let r = answer(ops, &h, header.op_in(), payload, input, read_buf);
+            if r != Err(UNSERVED) {
+                ops.stats().count_ring();
+            }
+            r.map_err(|e| if e == UNSERVED { Errno::ENOSYS } else { e })
         }
         None => Err(einval()),
     };
@@ -447,7 +457,7 @@ fn answer(
             // COPY_FILE_RANGE, SYNCFS, TMPFILE, STATX: as the fuser
             // adapter, which leaves them to fuser's ENOSYS. INIT, FORGET,
             // BATCH_FORGET and INTERRUPT never come on the ring.
-            _ => return Err(Errno::ENOSYS),
+            _ => return Err(UNSERVED),
         }
     };
     let mut out = Out {
@@ -534,4 +544,300 @@ enum Done {
         size: usize,
         plus: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use fscrypt::{KeyIdentifier, MasterKey, PolicyV2};
+    use proptest::prelude::*;
+    use test_support::TempDir;
+
+    use super::*;
+    use crate::fs::{EncryptedFs, FsOptions};
+    use crate::stats::RequestStats;
+
+    const ROOT: u64 = 1;
+
+    fn ops(dir: &TempDir) -> Ops {
+        let master = MasterKey::new(&[9u8; 64]).unwrap();
+        let id: KeyIdentifier = master.identifier();
+        let policy = PolicyV2::new_default(id);
+        crate::create_root(dir.path(), &policy).unwrap();
+        let fs = EncryptedFs::new(dir.path(), policy, Some(master), FsOptions::default()).unwrap();
+        Ops::new(fs, Arc::new(RequestStats::new()))
+    }
+
+    /// A ring request: `fuse_in_header` (as root), the per-opcode header
+    /// `op`, the further arguments `args`.
+    struct Req {
+        header: Header,
+        payload: Vec<u8>,
+    }
+
+    fn req(opcode: u32, nodeid: u64, op: &[u8], args: &[u8]) -> Req {
+        let mut header = Header::new();
+        let h = &mut header.0;
+        put(h, 0, &((40 + op.len() + args.len()) as u32).to_ne_bytes());
+        put(h, 4, &opcode.to_ne_bytes());
+        put(h, 8, &77u64.to_ne_bytes());
+        put(h, 16, &nodeid.to_ne_bytes());
+        put(h, IN_OUT, op);
+        put(h, IN_OUT + OP_IN + 8, &5u64.to_ne_bytes());
+        header.set_payload_size(args.len());
+        let mut payload = vec![0xAAu8; 64 * 1024];
+        payload[..args.len()].copy_from_slice(args);
+        Req { header, payload }
+    }
+
+    /// Serves `r`: the errno (0 for success) and the reply's payload.
+    fn send(ops: &Ops, mut r: Req) -> (i32, Vec<u8>) {
+        serve(ops, &mut r.header, &mut r.payload, &mut Vec::new());
+        let h = &r.header.0;
+        let len = r.header.payload_size();
+        assert_eq!(
+            u64_at(h, 8),
+            Some(77),
+            "the reply carries the request's unique"
+        );
+        assert_eq!(u32_at(h, 0), Some(16 + len as u32), "out header length");
+        let error = i32::from_ne_bytes(h[4..8].try_into().unwrap());
+        (-error, r.payload[..len].to_vec())
+    }
+
+    fn cat(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    fn mode_of_entry(e: &[u8]) -> u32 {
+        u32_at(e, 40 + 60).unwrap()
+    }
+
+    #[test]
+    fn a_directory_made_listed_and_looked_up_through_ring_bytes() {
+        let dir = TempDir::new("ring-wire");
+        let ops = ops(&dir);
+        // MKDIR "sub" (fuse_mkdir_in: mode, umask).
+        let (err, e) = send(
+            &ops,
+            req(
+                MKDIR,
+                ROOT,
+                &cat(&[&0o750u32.to_ne_bytes(), &0u32.to_ne_bytes()]),
+                b"sub\0",
+            ),
+        );
+        assert_eq!(err, 0);
+        assert_eq!(e.len(), ENTRY_OUT);
+        let node = u64_at(&e, 0).unwrap();
+        assert!(node > ROOT);
+        assert_eq!(u64_at(&e, 16), Some(TTL.as_secs()), "entry validity");
+        assert_eq!(mode_of_entry(&e), libc::S_IFDIR | 0o750);
+        // LOOKUP finds it, with the same node id; an absent name is a
+        // negative entry (node id 0), not an error.
+        let (err, e) = send(&ops, req(LOOKUP, ROOT, &[], b"sub\0"));
+        assert_eq!((err, u64_at(&e, 0)), (0, Some(node)));
+        let (err, e) = send(&ops, req(LOOKUP, ROOT, &[], b"nothing\0"));
+        assert_eq!((err, u64_at(&e, 0), e.len()), (0, Some(0), ENTRY_OUT));
+        // GETATTR: fuse_attr_out (validity, nsec, dummy, attr).
+        let (err, a) = send(&ops, req(GETATTR, node, &[0; 16], &[]));
+        assert_eq!((err, a.len()), (0, 16 + ATTR));
+        assert_eq!(u64_at(&a, 16), Some(node), "attr.ino");
+        assert_eq!(u32_at(&a, 16 + 60), Some(libc::S_IFDIR | 0o750));
+        // OPENDIR, then READDIRPLUS of the root: ".", "..", "sub".
+        let (err, o) = send(&ops, req(OPENDIR, ROOT, &[0; 8], &[]));
+        assert_eq!((err, o.len()), (0, 16));
+        let fh = u64_at(&o, 0).unwrap();
+        let read_in = |size: u32| {
+            cat(&[
+                &fh.to_ne_bytes(),
+                &0u64.to_ne_bytes(),
+                &size.to_ne_bytes(),
+                &[0; 20],
+            ])
+        };
+        let (err, list) = send(&ops, req(READDIRPLUS, ROOT, &read_in(4096), &[]));
+        assert_eq!(err, 0);
+        let mut names = Vec::new();
+        let mut at = 0;
+        while at < list.len() {
+            let d = &list[at + ENTRY_OUT..];
+            let namelen = u32_at(d, 16).unwrap() as usize;
+            names.push(String::from_utf8(d[24..24 + namelen].to_vec()).unwrap());
+            if names.last().map(String::as_str) == Some("sub") {
+                assert_eq!(u64_at(&list, at), Some(node), "entry node id");
+                assert_eq!(u32_at(d, 20), Some(libc::S_IFDIR >> 12), "d_type");
+            }
+            at += ENTRY_OUT + (24 + namelen).next_multiple_of(8);
+        }
+        assert_eq!(at, list.len());
+        assert_eq!(names, [".", "..", "sub"]);
+        // A reply never exceeds the size the kernel asked for: room for
+        // one entry only.
+        let one = ENTRY_OUT + 32;
+        let (err, list) = send(&ops, req(READDIRPLUS, ROOT, &read_in(one as u32), &[]));
+        assert_eq!((err, list.len()), (0, one));
+        // Plain READDIR of the same handle: fuse_dirent only.
+        let (err, list) = send(&ops, req(READDIR, ROOT, &read_in(4096), &[]));
+        assert_eq!((err, list.len()), (0, 3 * 32));
+        let (err, _) = send(
+            &ops,
+            req(RELEASEDIR, ROOT, &cat(&[&fh.to_ne_bytes(), &[0; 16]]), &[]),
+        );
+        assert_eq!(err, 0);
+    }
+
+    #[test]
+    fn a_file_created_written_and_read_through_ring_bytes() {
+        let dir = TempDir::new("ring-wire-file");
+        let ops = ops(&dir);
+        // CREATE "f" O_RDWR 0640 (fuse_create_in: flags, mode, umask,
+        // open_flags): entry_out then open_out.
+        let create_in = cat(&[
+            &(libc::O_RDWR as u32).to_ne_bytes(),
+            &(libc::S_IFREG | 0o640).to_ne_bytes(),
+            &[0; 8],
+        ]);
+        let (err, c) = send(&ops, req(CREATE, ROOT, &create_in, b"f\0"));
+        assert_eq!((err, c.len()), (0, ENTRY_OUT + 16));
+        let node = u64_at(&c, 0).unwrap();
+        let fh = u64_at(&c, ENTRY_OUT).unwrap();
+        assert_eq!(mode_of_entry(&c), libc::S_IFREG | 0o640);
+        // WRITE 10,000 bytes at offset 3 (fuse_write_in: fh, offset, size,
+        // write_flags, lock_owner, flags, padding).
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let write_in = cat(&[
+            &fh.to_ne_bytes(),
+            &3u64.to_ne_bytes(),
+            &(data.len() as u32).to_ne_bytes(),
+            &[0; 20],
+        ]);
+        let (err, w) = send(&ops, req(WRITE, node, &write_in, &data));
+        assert_eq!((err, u32_at(&w, 0)), (0, Some(10_000)));
+        // A WRITE whose size runs past its payload is refused.
+        let mut short = write_in.clone();
+        short[16..20].copy_from_slice(&20_000u32.to_ne_bytes());
+        let (err, _) = send(&ops, req(WRITE, node, &short, &data));
+        assert_eq!(err, libc::EINVAL);
+        // READ it back (fuse_read_in).
+        let read_in = cat(&[
+            &fh.to_ne_bytes(),
+            &0u64.to_ne_bytes(),
+            &65_536u32.to_ne_bytes(),
+            &[0; 20],
+        ]);
+        let (err, r) = send(&ops, req(READ, node, &read_in, &[]));
+        assert_eq!((err, r.len()), (0, 10_003));
+        assert_eq!(&r[..3], &[0, 0, 0]);
+        assert_eq!(&r[3..], &data[..]);
+        // SETATTR size 5 (FATTR_SIZE): the new size in the reply.
+        let mut setattr_in = [0u8; 88];
+        setattr_in[..4].copy_from_slice(&FATTR_SIZE.to_ne_bytes());
+        setattr_in[16..24].copy_from_slice(&5u64.to_ne_bytes());
+        let (err, a) = send(&ops, req(SETATTR, node, &setattr_in, &[]));
+        assert_eq!((err, u64_at(&a, 16 + 8)), (0, Some(5)));
+        // xattrs: SETXATTR (size, flags; name, value), GETXATTR of the
+        // size, then of the value, LISTXATTR.
+        let value = b"v4lue";
+        let (err, _) = send(
+            &ops,
+            req(
+                SETXATTR,
+                node,
+                &cat(&[&5u32.to_ne_bytes(), &[0; 4]]),
+                &cat(&[b"user.k\0", value]),
+            ),
+        );
+        assert_eq!(err, 0);
+        let (err, s) = send(&ops, req(GETXATTR, node, &[0; 8], b"user.k\0"));
+        assert_eq!((err, u32_at(&s, 0)), (0, Some(5)));
+        let (err, v) = send(
+            &ops,
+            req(
+                GETXATTR,
+                node,
+                &cat(&[&64u32.to_ne_bytes(), &[0; 4]]),
+                b"user.k\0",
+            ),
+        );
+        assert_eq!((err, v.as_slice()), (0, &value[..]));
+        let (err, v) = send(
+            &ops,
+            req(
+                GETXATTR,
+                node,
+                &cat(&[&2u32.to_ne_bytes(), &[0; 4]]),
+                b"user.k\0",
+            ),
+        );
+        assert_eq!((err, v.len()), (libc::ERANGE, 0));
+        let (err, l) = send(
+            &ops,
+            req(LISTXATTR, node, &cat(&[&64u32.to_ne_bytes(), &[0; 4]]), &[]),
+        );
+        assert_eq!((err, l.as_slice()), (0, &b"user.k\0"[..]));
+        // RELEASE, STATFS, then UNLINK; a LOOKUP then finds nothing.
+        let (err, _) = send(
+            &ops,
+            req(RELEASE, node, &cat(&[&fh.to_ne_bytes(), &[0; 16]]), &[]),
+        );
+        assert_eq!(err, 0);
+        let (err, s) = send(&ops, req(STATFS, ROOT, &[], &[]));
+        assert_eq!((err, s.len()), (0, 80));
+        assert_eq!(send(&ops, req(UNLINK, ROOT, &[], b"f\0")).0, 0);
+        assert_eq!(
+            u64_at(&send(&ops, req(LOOKUP, ROOT, &[], b"f\0")).1, 0),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn malformed_requests_get_an_errno() {
+        let dir = TempDir::new("ring-wire-bad");
+        let ops = ops(&dir);
+        // A name without its NUL.
+        assert_eq!(send(&ops, req(LOOKUP, ROOT, &[], b"abc")).0, libc::EINVAL);
+        // An opcode we do not serve (LSEEK), and one that does not exist.
+        assert_eq!(send(&ops, req(46, ROOT, &[0; 24], &[])).0, libc::ENOSYS);
+        assert_eq!(send(&ops, req(9999, ROOT, &[], &[])).0, libc::ENOSYS);
+        // A payload length beyond the buffer is cut to the buffer (the
+        // name still ends at its NUL: "x" is not there).
+        let mut r = req(LOOKUP, ROOT, &[], b"x\0");
+        r.header.set_payload_size(u32::MAX as usize);
+        let (err, e) = send(&ops, r);
+        assert_eq!((err, u64_at(&e, 0)), (0, Some(0)));
+        // A name that fills the whole buffer without a NUL.
+        let mut r = req(LOOKUP, ROOT, &[], &[]);
+        r.header.set_payload_size(r.payload.len());
+        assert_eq!(send(&ops, r).0, libc::EINVAL);
+        // Extensions (total_extlen, 8-byte units) are not part of the name.
+        let mut r = req(LOOKUP, ROOT, &[], &cat(&[b"x\0", &[0; 8]]));
+        put(&mut r.header.0, 36, &1u16.to_ne_bytes());
+        let (err, e) = send(&ops, r);
+        assert_eq!((err, u64_at(&e, 0)), (0, Some(0)));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the header and payload hold, serving them answers
+        /// with an errno or a reply and never panics.
+        #[test]
+        fn any_bytes_get_an_answer(
+            opcode in 0u32..60,
+            nodeid in prop_oneof![Just(1u64), any::<u64>()],
+            op in proptest::collection::vec(any::<u8>(), 0..128),
+            args in proptest::collection::vec(any::<u8>(), 0..600),
+            claimed in prop_oneof![Just(None), any::<u32>().prop_map(Some)],
+        ) {
+            let dir = TempDir::new("ring-wire-prop");
+            let ops = ops(&dir);
+            let mut r = req(opcode, nodeid, &op, &args);
+            if let Some(n) = claimed {
+                r.header.set_payload_size(n as usize);
+            }
+            let _ = send(&ops, r);
+        }
+    }
 }
