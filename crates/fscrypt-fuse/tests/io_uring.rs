@@ -81,10 +81,10 @@ fn wait_for_ring(v: &Vault) {
 fn ring_threads() -> Vec<String> {
     let mut names = Vec::new();
     for t in fs::read_dir("/proc/self/task").unwrap().flatten() {
-        if let Ok(comm) = fs::read_to_string(t.path().join("comm")) {
-            if comm.starts_with("fuse-ring-") {
-                names.push(comm.trim().to_owned());
-            }
+        if let Ok(comm) = fs::read_to_string(t.path().join("comm"))
+            && comm.starts_with("fuse-ring-")
+        {
+            names.push(comm.trim().to_owned());
         }
     }
     names
