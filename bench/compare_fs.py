@@ -332,11 +332,11 @@ class FscryptRs(Fs):
                     f"`fscrypt-rs {verb}` is not available in {bin_} (FUSE mount not on main yet)"
                 )
                 return None
-        cipher = os.path.join(self.ctx.img_mnt, "fscrypt-rs.cipher")
-        mnt = os.path.join(self.ctx.work, "mnt-fscrypt-rs")
+        cipher = os.path.join(self.ctx.img_mnt, f"{self.key}.cipher")
+        mnt = os.path.join(self.ctx.work, f"mnt-{self.key}")
         os.makedirs(cipher)
         os.makedirs(mnt)
-        keyf = os.path.join(self.ctx.work, "fscrypt-rs.key")
+        keyf = os.path.join(self.ctx.work, f"{self.key}.key")
         run([bin_, "init", cipher, "--new-key-file", keyf], capture=True)
         self.start_daemon(
             [bin_, "mount", cipher, mnt, "--key-file", keyf, "--foreground"] + self.options,

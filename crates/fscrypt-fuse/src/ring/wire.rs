@@ -25,7 +25,7 @@ use fuser::{Errno, FileAttr, FileType};
 use crate::fs::{Caller, SetAttr, SetTime};
 use crate::handles::FileHandle;
 use crate::inodes::InodeNo;
-use crate::ops::{Ops, Reply, TTL, Xattr, ftype};
+use crate::ops::{MAX_REQUEST, Ops, Reply, TTL, Xattr, ftype};
 
 /// Bytes of the in/out header area (`FUSE_URING_IN_OUT_HEADER_SZ`).
 const IN_OUT: usize = 128;
@@ -316,14 +316,15 @@ const UNSERVED: Errno = Errno::EDOM;
 
 /// Answers the request in `header` and `payload` with `ops` and writes the
 /// reply in their place: `fuse_out_header` and the reply's length.
-/// `read_buf` is the thread's buffer for plaintext read.
-pub(super) fn serve(ops: &Ops, header: &mut Header, payload: &mut [u8], read_buf: &mut Vec<u8>) {
+/// `payload` holds at least [`super::READ_SLACK`] bytes more than the
+/// largest request, so that a READ decrypts into it in place.
+pub(super) fn serve(ops: &Ops, header: &mut Header, payload: &mut Vec<u8>) {
     let h = InHeader::parse(&header.0);
     let n = header.payload_size().min(payload.len());
     let r = match h {
         Some(h) => {
             let input = n.saturating_sub(h.extlen);
-            let r = answer(ops, &h, header.op_in(), payload, input, read_buf);
+            let r = answer(ops, &h, header.op_in(), payload, input);
             if r != Err(UNSERVED) {
                 ops.stats().count_ring();
             }
@@ -343,14 +344,7 @@ pub(super) fn serve(ops: &Ops, header: &mut Header, payload: &mut [u8], read_buf
 }
 
 /// The reply's payload length, or the errno to send.
-fn answer(
-    ops: &Ops,
-    h: &InHeader,
-    op: &[u8],
-    payload: &mut [u8],
-    input: usize,
-    read_buf: &mut Vec<u8>,
-) -> Reply<usize> {
+fn answer(ops: &Ops, h: &InHeader, op: &[u8], payload: &mut Vec<u8>, input: usize) -> Reply<usize> {
     let arg32 = |at: usize| u32_at(op, at).ok_or_else(einval);
     let arg64 = |at: usize| u64_at(op, at).ok_or_else(einval);
     let fh = |at: usize| arg64(at).map(FileHandle);
@@ -407,7 +401,14 @@ fn answer(
                 Done::Open(fh, flags.bits())
             }
             READ => {
-                let range = ops.read(fh(0)?, arg64(8)?, arg32(16)?, read_buf)?;
+                // Decrypted in place: whole data units, so up to two units
+                // (at most READ_SLACK bytes) more than asked for; the
+                // buffer is never reallocated (the kernel holds its
+                // address), since it is longer than that already.
+                let size = arg32(16)?.min(MAX_REQUEST);
+                let at = payload.as_ptr();
+                let range = ops.read(fh(0)?, arg64(8)?, size, payload)?;
+                assert_eq!(at, payload.as_ptr(), "the ring payload moved");
                 Done::Read(range)
             }
             WRITE => {
@@ -461,7 +462,7 @@ fn answer(
         }
     };
     let mut out = Out {
-        buf: payload,
+        buf: payload.as_mut_slice(),
         len: 0,
     };
     match result {
@@ -479,7 +480,13 @@ fn answer(
             out.entry(&a)?;
             out.open(fh, flags)?;
         }
-        Done::Read(range) => out.push(read_buf.get(range).ok_or(Errno::EIO)?)?,
+        Done::Read(range) => {
+            if range.end > out.buf.len() {
+                return Err(Errno::EIO);
+            }
+            out.buf.copy_within(range.clone(), 0);
+            out.len = range.len();
+        }
         Done::Write(n) => {
             out.u32(n)?;
             out.u32(0)?;
@@ -532,7 +539,7 @@ enum Done {
     Bytes(Vec<u8>),
     Open(FileHandle, u32),
     Create(FileAttr, FileHandle, u32),
-    /// Plaintext in the thread's read buffer.
+    /// Plaintext, at this range of the payload.
     Read(std::ops::Range<usize>),
     Write(u32),
     Statfs(crate::fs::FsStats),
@@ -593,7 +600,7 @@ mod tests {
 
     /// Serves `r`: the errno (0 for success) and the reply's payload.
     fn send(ops: &Ops, mut r: Req) -> (i32, Vec<u8>) {
-        serve(ops, &mut r.header, &mut r.payload, &mut Vec::new());
+        serve(ops, &mut r.header, &mut r.payload);
         let h = &r.header.0;
         let len = r.header.payload_size();
         assert_eq!(
