@@ -390,7 +390,39 @@ fn set_policy(policy: i32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_cpu_list_max;
+    use super::{Policy, parse_cpu_list_max};
+
+    fn current_policy() -> i32 {
+        // SAFETY: no arguments but the calling thread's pid 0.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    #[test]
+    fn replies_at_idle_priority_and_serves_at_normal_priority() {
+        // In a thread of its own: the policy is per thread.
+        std::thread::spawn(|| {
+            let mut p = Policy::new();
+            p.before_reply();
+            let expect = if p.enabled {
+                libc::SCHED_IDLE
+            } else {
+                eprintln!("not root: the policy never changes");
+                libc::SCHED_OTHER
+            };
+            assert_eq!(current_policy(), expect);
+            p.at_work();
+            assert_eq!(current_policy(), libc::SCHED_OTHER);
+            p.at_work();
+            assert_eq!(current_policy(), libc::SCHED_OTHER);
+            p.before_reply();
+            p.before_reply();
+            assert_eq!(current_policy(), expect);
+            p.at_work();
+            assert_eq!(current_policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn cpu_lists() {
