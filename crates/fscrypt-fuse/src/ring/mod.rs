@@ -63,6 +63,12 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// `/dev/fuse`).
 const REGISTER_PATIENCE: Duration = Duration::from_secs(10);
 
+/// How many times a thread registers an entry again after its command
+/// failed unexpectedly (neither the connection's end nor INIT's delay),
+/// before it lets the entry go. A queue without entries would leave every
+/// request of its CPU waiting.
+const RETRIES: u32 = 16;
+
 /// How long [`Ring::join`] waits for the threads after an unmount.
 const JOIN_PATIENCE: Duration = Duration::from_secs(5);
 
@@ -207,7 +213,8 @@ impl Entry {
     }
 }
 
-/// Submits `cmd` for entry `idx` of queue `qid`.
+/// Queues `cmd` for entry `idx` of queue `qid` (submitted with the next
+/// wait: a reply and the wait for the next request are one system call).
 fn submit(
     ring: &mut IoUring<squeue::Entry128, cqueue::Entry>,
     dev: &OwnedFd,
@@ -249,7 +256,6 @@ fn submit(
             .push(&sqe)
             .map_err(|_| io::Error::other("io_uring submission queue full"))?;
     }
-    ring.submit()?;
     Ok(())
 }
 
@@ -274,6 +280,7 @@ fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops) -> io::Result<()> {
             in_flight += 1;
         }
         let started = Instant::now();
+        let mut retries = 0;
         let mut done = [(0u64, 0i32); DEPTH];
         while in_flight > 0 {
             match ring.submit_and_wait(1) {
@@ -308,11 +315,16 @@ fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops) -> io::Result<()> {
                     // The connection ended (unmount, abort).
                     libc::ENOTCONN | libc::ENODEV | libc::ECONNABORTED => in_flight -= 1,
                     errno => {
-                        in_flight -= 1;
                         log::warn!(
                             "fscrypt-fuse: io_uring queue {qid}: command {} failed: errno {errno}",
                             e.last
                         );
+                        if retries < RETRIES && e.last == CMD_COMMIT_AND_FETCH {
+                            retries += 1;
+                            submit(&mut ring, dev, e, idx as usize, qid, CMD_REGISTER)?;
+                        } else {
+                            in_flight -= 1;
+                        }
                     }
                 }
             }
