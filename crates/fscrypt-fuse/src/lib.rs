@@ -8,7 +8,9 @@
 //! file's context and size. The format is specified in `docs/vault-format.md`.
 //!
 //! Layering: [`EncryptedFs`] (`fs/`, one module per concern) is the filesystem, testable without
-//! FUSE; `fuse.rs` is a thin `fuser` adapter; `inodes.rs` and `handles.rs`
+//! FUSE; `ops.rs` is what each FUSE request does, for both transports:
+//! `fuse.rs`, a thin `fuser` adapter (`/dev/fuse`), and `ring/`, FUSE over
+//! io_uring; `inodes.rs` and `handles.rs`
 //! own their tables and locks; `crypt.rs` is the seam to the `fscrypt` crate.
 //! The bytes of the format ([`layout`]), the root ([`create_root`]) and the
 //! vault configuration and key protectors ([`vault`]) are the
