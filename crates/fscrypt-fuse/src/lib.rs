@@ -203,7 +203,10 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<Prepared> {
             read_only: config.read_only,
         },
     )?;
-    let ring = ring::Ring::new(config.io_uring);
+    // The ring answers requests itself, so it applies fuser's access rule
+    // too: without allow_other, only the mounting user's requests.
+    let owner_only = (!config.allow_other).then(|| rustix::process::geteuid().as_raw());
+    let ring = ring::Ring::new(config.io_uring, owner_only);
     Ok(Prepared {
         adapter: fuse::FuseAdapter::new(fs, ring.clone()),
         ring,

@@ -78,6 +78,9 @@ const JOIN_PATIENCE: Duration = Duration::from_secs(5);
 pub(crate) struct Ring {
     /// Whether the mount may use the ring.
     wanted: bool,
+    /// Without `allow_other`: the only user whose requests are served
+    /// ([`wire::serve`]).
+    owner_only: Option<u32>,
     /// A duplicate of the mount's `/dev/fuse` descriptor, given before
     /// INIT ([`Ring::attach`]).
     dev: Mutex<Option<Arc<OwnedFd>>>,
@@ -85,10 +88,12 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    /// The ring of a mount; `wanted` false: it never starts.
-    pub(crate) fn new(wanted: bool) -> Arc<Ring> {
+    /// The ring of a mount; `wanted` false: it never starts. `owner_only`:
+    /// the mount is not `allow_other`, and this is the mounting user.
+    pub(crate) fn new(wanted: bool, owner_only: Option<u32>) -> Arc<Ring> {
         Arc::new(Ring {
             wanted,
+            owner_only,
             dev: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
         })
@@ -122,11 +127,11 @@ impl Ring {
         log::info!("fscrypt-fuse: serving through FUSE over io_uring ({queues} queues)");
         let mut threads = lock(&self.threads);
         for qid in 0..queues {
-            let (dev, ops) = (dev.clone(), ops.clone());
+            let (dev, ops, owner_only) = (dev.clone(), ops.clone(), self.owner_only);
             let spawned = std::thread::Builder::new()
                 .name(format!("fuse-ring-{qid}"))
                 .spawn(move || {
-                    if let Err(e) = serve_queue(qid, &dev, &ops) {
+                    if let Err(e) = serve_queue(qid, &dev, &ops, owner_only) {
                         log::warn!("fscrypt-fuse: io_uring queue {qid} stopped: {e}");
                     }
                 });
@@ -260,7 +265,7 @@ fn submit(
 }
 
 /// Serves queue `qid` until the kernel ends the connection.
-fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops) -> io::Result<()> {
+fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops, owner_only: Option<u32>) -> io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     set.set(qid);
     if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
@@ -301,7 +306,7 @@ fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops) -> io::Result<()> {
                 };
                 match -res {
                     0 => {
-                        wire::serve(ops, &mut e.header, &mut e.payload);
+                        wire::serve(ops, &mut e.header, &mut e.payload, owner_only);
                         policy.before_reply();
                         submit(&mut ring, dev, e, idx as usize, qid, CMD_COMMIT_AND_FETCH)?;
                     }

@@ -318,10 +318,21 @@ const UNSERVED: Errno = Errno::EDOM;
 /// reply in their place: `fuse_out_header` and the reply's length.
 /// `payload` holds at least [`super::READ_SLACK`] bytes more than the
 /// largest request, so that a READ decrypts into it in place.
-pub(super) fn serve(ops: &Ops, header: &mut Header, payload: &mut Vec<u8>) {
+/// `owner_only`: as fuser's `SessionACL::Owner` (no `allow_other`), other
+/// users get EACCES but for the requests the kernel may send on behalf of
+/// an open file whatever the caller (I/O, sync, release, listing).
+pub(super) fn serve(
+    ops: &Ops,
+    header: &mut Header,
+    payload: &mut Vec<u8>,
+    owner_only: Option<u32>,
+) {
     let h = InHeader::parse(&header.0);
     let n = header.payload_size().min(payload.len());
     let r = match h {
+        Some(h) if owner_only.is_some_and(|owner| h.uid != owner) && !any_caller(h.opcode) => {
+            Err(Errno::EACCES)
+        }
         Some(h) => {
             let input = n.saturating_sub(h.extlen);
             let r = answer(ops, &h, header.op_in(), payload, input);
@@ -341,6 +352,15 @@ pub(super) fn serve(ops: &Ops, header: &mut Header, payload: &mut Vec<u8>) {
     put(&mut header.0, 4, &error.to_ne_bytes());
     put(&mut header.0, 8, &unique.to_ne_bytes());
     header.set_payload_size(len);
+}
+
+/// Requests served whoever the caller, as fuser serves them: those the
+/// kernel may send without the caller's ids (on behalf of an open file).
+fn any_caller(opcode: u32) -> bool {
+    matches!(
+        opcode,
+        READ | READDIR | READDIRPLUS | WRITE | FSYNC | FSYNCDIR | RELEASE | RELEASEDIR
+    )
 }
 
 /// The reply's payload length, or the errno to send.
@@ -600,7 +620,7 @@ mod tests {
 
     /// Serves `r`: the errno (0 for success) and the reply's payload.
     fn send(ops: &Ops, mut r: Req) -> (i32, Vec<u8>) {
-        serve(ops, &mut r.header, &mut r.payload);
+        serve(ops, &mut r.header, &mut r.payload, None);
         let h = &r.header.0;
         let len = r.header.payload_size();
         assert_eq!(
@@ -823,6 +843,28 @@ mod tests {
         put(&mut r.header.0, 36, &1u16.to_ne_bytes());
         let (err, e) = send(&ops, r);
         assert_eq!((err, u64_at(&e, 0)), (0, Some(0)));
+    }
+
+    #[test]
+    fn without_allow_other_only_the_owner_is_served() {
+        let dir = TempDir::new("ring-wire-owner");
+        let ops = ops(&dir);
+        let as_user = |uid: u32, mut r: Req| {
+            put(&mut r.header.0, 24, &uid.to_ne_bytes());
+            serve(&ops, &mut r.header, &mut r.payload, Some(1000));
+            i32::from_ne_bytes(r.header.0[4..8].try_into().unwrap())
+        };
+        let mkdir_in = cat(&[&0o755u32.to_ne_bytes(), &0u32.to_ne_bytes()]);
+        assert_eq!(
+            as_user(1001, req(MKDIR, ROOT, &mkdir_in, b"x\0")),
+            -libc::EACCES
+        );
+        assert_eq!(as_user(0, req(LOOKUP, ROOT, &[], b"x\0")), -libc::EACCES);
+        assert_eq!(as_user(1000, req(MKDIR, ROOT, &mkdir_in, b"x\0")), 0);
+        // I/O on an open file is served whoever the kernel sends it for
+        // (here: a bad handle, so EBADF, not EACCES).
+        let read_in = cat(&[&99u64.to_ne_bytes(), &[0; 32]]);
+        assert_eq!(as_user(1001, req(READ, ROOT, &read_in, &[])), -libc::EBADF);
     }
 
     proptest! {
