@@ -176,7 +176,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
                 ),
             }
         }

@@ -220,7 +220,31 @@ pub struct Daemon {
 
 /// Options of `fscrypt-rs mount` that take a value (skipped when looking
 /// for the two positional arguments).
-const VALUE_OPTIONS: &[&[u8]] = &[b"--key-file", b"-o", b"--log-file"];
+const VALUE_OPTIONS: &[&[u8]] = &[
+    b"--key-file",
+    b"-o",
+    b"--log-file",
+    b"--passfile",
+    b"--extpass",
+];
+
+/// The two positional arguments (cipherdir, mount point) of a `mount`
+/// command line after `mount`, if there are exactly two.
+fn mount_positionals<'a>(args: &[&'a [u8]]) -> Option<(&'a [u8], &'a [u8])> {
+    let mut positional = Vec::new();
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        if VALUE_OPTIONS.contains(a) {
+            rest.next();
+        } else if a.first() != Some(&b'-') {
+            positional.push(*a);
+        }
+    }
+    match positional[..] {
+        [cipherdir, mountpoint] => Some((cipherdir, mountpoint)),
+        _ => None,
+    }
+}
 
 /// The running `fscrypt-rs mount --foreground` processes this user can
 /// see (others are skipped).
@@ -254,16 +278,7 @@ pub fn daemons() -> Vec<Daemon> {
         if !argv.iter().any(|a| *a == b"--foreground" || *a == b"-f") {
             continue;
         }
-        let mut positional = Vec::new();
-        let mut rest = argv[2..].iter();
-        while let Some(a) = rest.next() {
-            if VALUE_OPTIONS.contains(a) {
-                rest.next();
-            } else if a.first() != Some(&b'-') {
-                positional.push(*a);
-            }
-        }
-        let [cipherdir, mountpoint] = positional[..] else {
+        let Some((cipherdir, mountpoint)) = mount_positionals(&argv[2..]) else {
             continue;
         };
         let resolve = |p: &[u8]| -> Option<PathBuf> {
@@ -362,4 +377,31 @@ pub fn enclosing_vault(path: &Path) -> Option<PathBuf> {
         .ancestors()
         .find(|dir| fscrypt_fuse::vault::Vault::config_path(dir).is_file())
         .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mount_positionals;
+
+    fn split(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    #[test]
+    fn the_two_paths_of_a_mount_command_line() {
+        for line in [
+            "cipher plain --foreground --key-file k",
+            "--passfile pw cipher plain -f",
+            "cipher --extpass pass-cmd plain -f -o allow_other",
+            "-f --log-file log cipher plain --passfile=pw",
+        ] {
+            assert_eq!(
+                mount_positionals(&split(line)),
+                Some((&b"cipher"[..], &b"plain"[..])),
+                "{line}"
+            );
+        }
+        assert_eq!(mount_positionals(&split("cipher -f")), None);
+        assert_eq!(mount_positionals(&split("a b c")), None);
+    }
 }
