@@ -536,7 +536,8 @@ fn bad_metadata_is_refused_with_its_own_exit_status() {
     // A policy slot that does not unwrap although the passphrase is right
     // (the file was damaged or edited): 20 and says so, not "wrong
     // passphrase" (12).
-    let store = fscrypt_metadata::store::Store::new(env.mnt());
+    let store =
+        fscrypt_metadata::store::Store::new(env.mnt(), fscrypt_metadata::trust::Trust::everyone());
     let desc = pol.file_name().unwrap().to_str().unwrap().to_string();
     let mut pd = store.policy(&desc).unwrap();
     pd.wrapped_policy_keys[0].wrapped_key.as_mut().unwrap().hmac[0] ^= 1;

@@ -60,7 +60,7 @@ pub use kdf::{
     HKDF_SHA512_MAX_OUTPUT, HkdfSha512, aes128_ecb_encrypt, aes256_cmac, hmac_sha512, sha256,
     sha512, siphash24,
 };
-pub use password::argon2id;
+pub use password::{ARGON2_MAX_M_COST_KIB, ARGON2_MAX_T_COST, ARGON2_MAX_WORK_KIB, argon2id};
 pub use prepared::{CipherKey, PreparedKey};
 pub use random::random_bytes;
 pub use secret::SecretBuf;

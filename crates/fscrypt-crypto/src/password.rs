@@ -6,6 +6,21 @@
 
 use crate::Error;
 
+/// Largest Argon2id memory cost accepted from stored parameters (a vault
+/// config, a google/fscrypt protector or config): 4 GiB, in KiB. A damaged
+/// or hostile file must not make an unlock or a login allocate without
+/// bound.
+pub const ARGON2_MAX_M_COST_KIB: u32 = 4 * 1024 * 1024;
+/// Largest number of Argon2id passes accepted from stored parameters.
+pub const ARGON2_MAX_T_COST: u32 = 1000;
+/// Largest work `m × t` of one derivation accepted from stored parameters,
+/// in KiB-passes: 32 GiB (e.g. 4 GiB × 8 passes or 256 MiB × 128 passes).
+/// This bounds the time as well as the memory: a machine doing 0.5 to
+/// 2 GiB-passes per second needs 16 to 64 s for it, so a damaged or hostile
+/// file cannot make an unlock or a login run for much more than a minute; a
+/// calibrated 1 s cost is 10 to 60 times smaller.
+pub const ARGON2_MAX_WORK_KIB: u64 = 32 * 1024 * 1024;
+
 /// Argon2id v1.3 of `passphrase` and `salt` with memory `m_cost_kib` KiB,
 /// `t_cost` passes and `p_cost` lanes, filling `out` (4 bytes or more).
 ///

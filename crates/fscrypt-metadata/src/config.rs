@@ -218,7 +218,16 @@ impl Config {
     /// # Errors
     /// [`Error::Config`] if it is missing, unreadable or invalid.
     pub fn load() -> Result<Config, Error> {
-        let p = path();
+        Config::load_from(&path())
+    }
+
+    /// Reads the config at `p` (the PAM module names its own, never
+    /// `$FSCRYPT_CONF`).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn load_from(p: &std::path::Path) -> Result<Config, Error> {
+        let p = p.to_path_buf();
         let bytes = store::read_limited(&p, MAX_CONFIG_LEN).map_err(|e| Error::Config {
             path: p.clone(),
             reason: match e {
@@ -247,7 +256,8 @@ impl Config {
 /// Argon2id costs that take about `target` on this machine, found as
 /// google/fscrypt does: parallelism = the CPUs (at most 255), time 1 and
 /// memory 8·p KiB, then memory doubled up to `max_memory_kib`, then time
-/// doubled, until one hash takes `target`.
+/// doubled, until one hash takes `target` or one more step would leave
+/// the bounds of [`HashingCosts::check`].
 ///
 /// # Errors
 /// [`Error::Crypto`] if Argon2 fails.
@@ -266,13 +276,19 @@ pub fn calibrate_costs(target: Duration, max_memory_kib: i64) -> Result<HashingC
     loop {
         let start = Instant::now();
         crate::keys::passphrase_hash(b"calibration", &salt, &costs)?;
-        if start.elapsed() >= target || costs.time >= 1 << 20 {
+        if start.elapsed() >= target {
             return Ok(costs);
         }
+        let mut next = costs.clone();
         if costs.memory < max_memory_kib {
-            costs.memory = (costs.memory * 2).min(max_memory_kib);
+            next.memory = (costs.memory * 2).min(max_memory_kib);
         } else {
-            costs.time *= 2;
+            next.time *= 2;
         }
+        // Never beyond what a protector may ask for (HashingCosts::check).
+        if next.check().is_err() {
+            return Ok(costs);
+        }
+        costs = next;
     }
 }

@@ -33,6 +33,39 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A metadata directory (the mount's root, `.fscrypt`, `policies/`,
+    /// `protectors/`) is owned by a non-root user other than the trusted
+    /// one ([`crate::trust::Trust`]): that user could delete or replace
+    /// every protector in it.
+    #[error(
+        "unsafe metadata directory {path}: it is owned by uid {owner}, neither root nor uid \
+         {trusted}, who could delete your protectors; have root remove it and run \
+         `fscrypt-rs setup` (or `chown root: {path}` if that user is trusted)"
+    )]
+    UnsafeDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The trusted uid.
+        trusted: u32,
+    },
+    /// A metadata file is owned by a non-root user other than the trusted
+    /// one ([`crate::trust::Trust`]); listings skip such files, this is
+    /// the answer when one is named.
+    #[error(
+        "metadata file {path} was written by another user (uid {owner}, neither root nor uid \
+         {trusted}) and is ignored; remove it, or set \"allow_cross_user_metadata\": true in \
+         the config if every local user is trusted"
+    )]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The trusted uid.
+        trusted: u32,
+    },
     /// The filesystem has no `.fscrypt` metadata directory.
     #[error("filesystem {mount} is not set up for fscrypt; run `fscrypt-rs setup {mount}` first")]
     NotSetup {

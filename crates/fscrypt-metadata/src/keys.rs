@@ -90,29 +90,20 @@ pub fn unwrap(
     Some(out)
 }
 
-/// Largest Argon2 memory cost accepted from a metadata file (4 GiB): a file
-/// asking for more is refused rather than run.
-pub const MAX_MEMORY_KIB: i64 = 4 << 20;
-
 /// The 32-byte wrapping key of a passphrase protector: Argon2id v1.3 of the
 /// passphrase with the stored salt and costs (parallelism truncated to 8
 /// bits as google/fscrypt does).
 ///
 /// # Errors
-/// [`Error::Invalid`] for costs out of range; [`Error::Crypto`] if Argon2
-/// refuses them.
+/// [`Error::Invalid`] for costs out of range ([`HashingCosts::check`],
+/// which bounds memory, passes and their product): nothing is hashed;
+/// [`Error::Crypto`] if Argon2 refuses them.
 pub fn passphrase_hash(
     passphrase: &[u8],
     salt: &[u8],
     costs: &HashingCosts,
 ) -> Result<Key32, Error> {
     costs.check()?;
-    if costs.memory > MAX_MEMORY_KIB {
-        return Err(Error::Invalid(format!(
-            "memory cost {} KiB is larger than fscrypt-rs accepts ({MAX_MEMORY_KIB} KiB)",
-            costs.memory
-        )));
-    }
     let mut out = Zeroizing::new([0u8; INTERNAL_KEY_LEN]);
     fscrypt_crypto::argon2id(
         passphrase,

@@ -15,6 +15,8 @@
 //!   then mount point) that holds a protector;
 //! * [`login`]: login (`pam_passphrase`) protectors, kept on the root
 //!   filesystem, and the policies they protect;
+//! * [`trust`]: whose metadata is believed (owner checks, google/fscrypt's
+//!   `allow_cross_user_metadata`), applied by every [`store::Store`] read;
 //! * [`recovery`]: recovery passphrases for directories whose login
 //!   protector is on another filesystem.
 //!
@@ -30,5 +32,6 @@ pub mod login;
 pub mod proto;
 pub mod recovery;
 pub mod store;
+pub mod trust;
 
 pub use error::Error;

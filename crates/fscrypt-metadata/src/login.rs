@@ -10,12 +10,21 @@ use crate::links::{Link, MainMount};
 use crate::proto::{PolicyData, ProtectorData, SourceType};
 use crate::store::Store;
 
-/// The login protector of `uid` in `root`, if it has one. Unreadable
-/// protector files are skipped.
+/// The login protector of `uid` in `root`, if it has one. The search
+/// trusts root and `uid` only ([`crate::trust::Trust::login_of`], unless
+/// `allow_cross_user_metadata`), whoever runs it, so the CLI and the PAM
+/// module find the same protector and one planted by another user is never
+/// considered. Unreadable, corrupt or out-of-bounds protector files are
+/// skipped (never hashed).
 ///
 /// # Errors
-/// [`Error::NotSetup`], [`Error::Insecure`], [`Error::Io`] from listing.
+/// [`Error::NotSetup`], [`Error::Insecure`], [`Error::UnsafeDirectory`],
+/// [`Error::Io`] from listing.
 pub fn login_protector(root: &Store, uid: i64) -> Result<Option<ProtectorData>, Error> {
+    let Ok(uid32) = u32::try_from(uid) else {
+        return Ok(None);
+    };
+    let root = root.clone().with_trust(root.trust().login_of(uid32));
     for d in root.protectors()? {
         if let Ok(p) = root.protector(&d)
             && p.source_type() == SourceType::PamPassphrase
@@ -29,7 +38,8 @@ pub fn login_protector(root: &Store, uid: i64) -> Result<Option<ProtectorData>, 
 
 /// Where protector `d` of a policy on `store` lives: `store` itself for a
 /// regular protector file, else the filesystem its link file names (among
-/// `mounts`, the main mounts of the mounted filesystems).
+/// `mounts`, the main mounts of the mounted filesystems), read with
+/// `store`'s trust.
 ///
 /// # Errors
 /// [`Error::NotFound`] when neither a protector nor a link exists; errors
@@ -46,7 +56,7 @@ pub fn locate_protector(
     match store.link(d)? {
         Some(text) => {
             let target = Link::parse(&text)?.resolve(mounts)?;
-            let other = Store::new(target.path);
+            let other = Store::new(target.path, store.trust());
             let p = other.protector(d)?;
             Ok((other, p))
         }

@@ -255,7 +255,15 @@ impl HashingCosts {
 
     /// google/fscrypt's checks: 1 <= p <= 255 (a larger p is accepted and
     /// truncated when `truncation_fixed` is false, unless it truncates to
-    /// 0), 1 <= t, 8·p <= m, both below 2^32.
+    /// 0), 1 <= t, 8·p <= m; then the bounds every stored Argon2id cost
+    /// of fscrypt-rs obeys (those of vault configs, from
+    /// [`fscrypt_crypto::ARGON2_MAX_T_COST`],
+    /// [`fscrypt_crypto::ARGON2_MAX_M_COST_KIB`] and
+    /// [`fscrypt_crypto::ARGON2_MAX_WORK_KIB`]): t <= 1000, m <= 4 GiB,
+    /// m·t <= 32 GiB, so that a damaged or planted protector or config is
+    /// refused before any hashing instead of running for hours
+    /// (google/fscrypt bounds only the type, 2^32). google/fscrypt's own
+    /// calibration (1 s at most a fraction of the RAM) stays far below.
     ///
     /// # Errors
     /// [`Error::Invalid`] naming the cost.
@@ -276,6 +284,29 @@ impl HashingCosts {
             return Err(bad(format!(
                 "memory cost {} KiB is out of range",
                 self.memory
+            )));
+        }
+        if self.time > i64::from(fscrypt_crypto::ARGON2_MAX_T_COST) {
+            return Err(bad(format!(
+                "time cost {} is more than the {} passes fscrypt-rs accepts",
+                self.time,
+                fscrypt_crypto::ARGON2_MAX_T_COST
+            )));
+        }
+        if self.memory > i64::from(fscrypt_crypto::ARGON2_MAX_M_COST_KIB) {
+            return Err(bad(format!(
+                "memory cost {} KiB is more than the {} KiB fscrypt-rs accepts",
+                self.memory,
+                fscrypt_crypto::ARGON2_MAX_M_COST_KIB
+            )));
+        }
+        if self.time as u64 * self.memory as u64 > fscrypt_crypto::ARGON2_MAX_WORK_KIB {
+            return Err(bad(format!(
+                "work time × memory ({} × {} KiB) is more than the {} KiB-passes fscrypt-rs \
+                 accepts (it would take minutes)",
+                self.time,
+                self.memory,
+                fscrypt_crypto::ARGON2_MAX_WORK_KIB
             )));
         }
         Ok(())

@@ -8,6 +8,13 @@
 //! sticky); `.fscrypt` is 0755. Files are 0600 when created and keep their
 //! mode when replaced; every write goes to a temporary file in the same
 //! directory, is fsynced, renamed into place, and the directory fsynced.
+//!
+//! Every store has a [`Trust`]: the mount's root, `.fscrypt` and its two
+//! subdirectories must be owned by root or the trusted user
+//! ([`Error::UnsafeDirectory`]); listings skip files owned by anyone else
+//! and reading one by name is refused ([`Error::Untrusted`]). Files are
+//! opened without following symlinks, must be regular and at most
+//! [`MAX_FILE_LEN`] bytes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -18,6 +25,7 @@ use prost::Message;
 
 use crate::Error;
 use crate::proto::{self, DESCRIPTOR_LEN_V1, DESCRIPTOR_LEN_V2, PolicyData, ProtectorData};
+use crate::trust::Trust;
 
 /// Name of the metadata directory at a mount's root.
 pub const BASE_DIR: &str = ".fscrypt";
@@ -62,6 +70,15 @@ impl SetupMode {
 /// [`Error::Io`]; [`Error::Insecure`] for a symlink or non-regular file;
 /// [`Error::Corrupt`] when larger than `max`.
 pub fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
+    read_trusted(path, max, Trust::everyone())
+}
+
+/// [`read_limited`], refusing a file whose owner `trust` does not trust
+/// (checked on the opened file, so a rename in between changes nothing).
+///
+/// # Errors
+/// As [`read_limited`]; [`Error::Untrusted`].
+pub fn read_trusted(path: &Path, max: u64, trust: Trust) -> Result<Vec<u8>, Error> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc_o_nofollow() | libc_o_nonblock())
@@ -83,6 +100,7 @@ pub fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
             reason: "it is not a regular file".into(),
         });
     }
+    trust.check_file(path, md.uid())?;
     if md.len() > max {
         return Err(Error::Corrupt {
             path: path.to_path_buf(),
@@ -175,6 +193,8 @@ pub struct Store {
     /// Owner (uid, gid) of the files this store creates, when root
     /// writes on a user's behalf ([`Store::owned_by`]).
     owner: Option<(u32, u32)>,
+    /// Whose directories and files are used.
+    trust: Trust,
 }
 
 fn check_descriptor(d: &str, lens: &[usize]) -> Result<(), Error> {
@@ -191,12 +211,26 @@ fn check_descriptor(d: &str, lens: &[usize]) -> Result<(), Error> {
 }
 
 impl Store {
-    /// The metadata of the filesystem mounted at `mount`.
-    pub fn new(mount: impl Into<PathBuf>) -> Store {
+    /// The metadata of the filesystem mounted at `mount`, read with
+    /// `trust` (who may own its directories and the files used).
+    pub fn new(mount: impl Into<PathBuf>, trust: Trust) -> Store {
         Store {
             mount: mount.into(),
             owner: None,
+            trust,
         }
+    }
+
+    /// Whose directories and files this store uses.
+    pub fn trust(&self) -> Trust {
+        self.trust
+    }
+
+    /// This store, read with another trust (e.g. [`Trust::login_of`] for
+    /// the search of a user's login protector).
+    pub fn with_trust(mut self, trust: Trust) -> Store {
+        self.trust = trust;
+        self
     }
 
     /// This store, with new metadata files owned by `owner` (uid, gid):
@@ -233,11 +267,15 @@ impl Store {
         std::fs::symlink_metadata(self.base_dir()).is_ok()
     }
 
-    /// Checks that the metadata directory is set up and safe to use.
+    /// Checks that the metadata directory is set up and safe to use: the
+    /// mount's root, `.fscrypt` (which may be a symlink) and its two
+    /// subdirectories owned by root or the trusted user (google/fscrypt's
+    /// `CheckSetup`).
     ///
     /// # Errors
     /// [`Error::NotSetup`] when absent; [`Error::Insecure`] for a symlinked,
-    /// non-directory or world-writable-without-sticky subdirectory.
+    /// non-directory or world-writable-without-sticky subdirectory;
+    /// [`Error::UnsafeDirectory`] for one owned by another user.
     pub fn check_setup(&self) -> Result<(), Error> {
         let md = std::fs::metadata(self.base_dir()).map_err(|_| Error::NotSetup {
             mount: self.mount.clone(),
@@ -248,6 +286,10 @@ impl Store {
                 reason: "it is not a directory".into(),
             });
         }
+        if let Ok(root) = std::fs::metadata(&self.mount) {
+            self.trust.check_dir(&self.mount, root.uid())?;
+        }
+        self.trust.check_dir(&self.base_dir(), md.uid())?;
         for dir in [self.policy_dir(), self.protector_dir()] {
             let md = std::fs::symlink_metadata(&dir).map_err(|_| Error::NotSetup {
                 mount: self.mount.clone(),
@@ -267,6 +309,7 @@ impl Store {
                     reason: reason.into(),
                 });
             }
+            self.trust.check_dir(&dir, md.uid())?;
         }
         Ok(())
     }
@@ -336,7 +379,7 @@ impl Store {
 
     fn read_file(&self, kind: &'static str, path: &Path, d: &str) -> Result<Vec<u8>, Error> {
         self.check_setup()?;
-        read_limited(path, MAX_FILE_LEN).map_err(|e| match e {
+        read_trusted(path, MAX_FILE_LEN, self.trust).map_err(|e| match e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 Error::NotFound {
                     kind,
@@ -348,11 +391,14 @@ impl Store {
         })
     }
 
-    /// Reads and checks a protector.
+    /// Reads and checks a protector (its Argon2id costs within the bounds
+    /// of [`proto::HashingCosts::check`], so it is refused before any
+    /// hashing otherwise).
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::Corrupt`] (also when the descriptor in
-    /// the file differs from its name), [`Error::Insecure`], [`Error::Io`].
+    /// the file differs from its name), [`Error::Insecure`],
+    /// [`Error::Untrusted`], [`Error::Io`].
     pub fn protector(&self, d: &str) -> Result<ProtectorData, Error> {
         let path = self.protector_path(d)?;
         let bytes = self.read_file("protector", &path, d)?;
@@ -427,6 +473,14 @@ impl Store {
         self.write(&path, &p.encode_to_vec())
     }
 
+    /// Whether a directory entry is a regular file (not followed) whose
+    /// owner is trusted: listings skip the others without opening them.
+    fn usable(&self, entry: &std::fs::DirEntry) -> bool {
+        entry
+            .metadata()
+            .is_ok_and(|m| m.is_file() && self.trust.trusts(m.uid()))
+    }
+
     fn list(&self, dir: &Path, lens: &[usize]) -> Result<Vec<String>, Error> {
         self.check_setup()?;
         let mut out = Vec::new();
@@ -438,7 +492,7 @@ impl Store {
             if name.starts_with(TEMP_PREFIX) || check_descriptor(&name, lens).is_err() {
                 continue;
             }
-            if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            if self.usable(&entry) {
                 out.push(name);
             }
         }
@@ -451,12 +505,13 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad descriptor; [`Error::Insecure`] for a
-    /// symlinked link file; [`Error::Corrupt`] for one that is not UTF-8 or
-    /// too large; [`Error::Io`].
+    /// symlinked link file; [`Error::Untrusted`] for one owned by another
+    /// user; [`Error::Corrupt`] for one that is not UTF-8 or too large;
+    /// [`Error::Io`].
     pub fn link(&self, d: &str) -> Result<Option<String>, Error> {
         let path = self.link_path(d)?;
         self.check_setup()?;
-        match read_limited(&path, crate::links::MAX_LINK_LEN) {
+        match read_trusted(&path, crate::links::MAX_LINK_LEN, self.trust) {
             Ok(bytes) => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|_| Error::Corrupt {
@@ -489,12 +544,13 @@ impl Store {
         self.write(&path, text.as_bytes())
     }
 
-    /// Whether a regular protector file `d` is stored here.
+    /// Whether a regular protector file `d`, owned by a trusted user, is
+    /// stored here.
     pub fn has_protector(&self, d: &str) -> bool {
         self.protector_path(d)
             .ok()
             .and_then(|p| std::fs::symlink_metadata(p).ok())
-            .is_some_and(|m| m.is_file())
+            .is_some_and(|m| m.is_file() && self.trust.trusts(m.uid()))
     }
 
     fn remove(&self, kind: &'static str, path: &Path, d: &str) -> Result<(), Error> {
@@ -548,7 +604,7 @@ impl Store {
             };
             if let Some(d) = name.strip_suffix(LINK_SUFFIX)
                 && check_descriptor(d, &[DESCRIPTOR_LEN_V1]).is_ok()
-                && entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+                && self.usable(&entry)
             {
                 out.push(d.to_string());
             }
@@ -557,7 +613,8 @@ impl Store {
         Ok(out)
     }
 
-    /// The descriptors of the protectors stored here (link files excluded).
+    /// The descriptors of the protectors stored here (link files excluded),
+    /// only regular files of trusted owners.
     ///
     /// # Errors
     /// [`Error::NotSetup`], [`Error::Insecure`], [`Error::Io`].
@@ -565,7 +622,8 @@ impl Store {
         self.list(&self.protector_dir(), &[DESCRIPTOR_LEN_V1])
     }
 
-    /// The descriptors of the policies stored here.
+    /// The descriptors of the policies stored here (as
+    /// [`Store::protectors`]).
     ///
     /// # Errors
     /// As [`Store::protectors`].

@@ -38,20 +38,19 @@ pub struct Argon2Params {
 }
 
 impl Argon2Params {
-    /// Largest memory cost a config may ask for: 4 GiB. A corrupted or
-    /// hostile config must not make `mount` allocate without bound.
-    pub const MAX_M_COST_KIB: u32 = 4 * 1024 * 1024;
-    /// Largest number of passes a config may ask for.
-    pub const MAX_T_COST: u32 = 1000;
+    /// Largest memory cost a config may ask for: 4 GiB
+    /// ([`fscrypt_crypto::ARGON2_MAX_M_COST_KIB`], shared with google/fscrypt
+    /// metadata). A corrupted or hostile config must not make `mount`
+    /// allocate without bound.
+    pub const MAX_M_COST_KIB: u32 = fscrypt_crypto::ARGON2_MAX_M_COST_KIB;
+    /// Largest number of passes a config may ask for
+    /// ([`fscrypt_crypto::ARGON2_MAX_T_COST`]).
+    pub const MAX_T_COST: u32 = fscrypt_crypto::ARGON2_MAX_T_COST;
     /// Largest work `m × t` of one derivation a config may ask for, in
-    /// KiB-passes: 32 GiB, e.g. 4 GiB × 8 passes or 256 MiB × 128 passes.
-    /// This bounds the time as well as the memory: a machine doing 0.5 to
-    /// 2 GiB-passes per second (a 2020s PC, idle or busy) needs 16 to 64 s
-    /// for it, so a damaged or hostile config cannot make `mount` run for
-    /// much more than a minute. A calibrated 1 s cost is 10 to 60 times
-    /// smaller. The same bound applies to all passphrase protectors of a
+    /// KiB-passes: 32 GiB ([`fscrypt_crypto::ARGON2_MAX_WORK_KIB`], which
+    /// says why). The same bound applies to all passphrase protectors of a
     /// config together (a wrong passphrase tries each).
-    pub const MAX_WORK_KIB: u64 = 32 * 1024 * 1024;
+    pub const MAX_WORK_KIB: u64 = fscrypt_crypto::ARGON2_MAX_WORK_KIB;
     /// Largest number of lanes a config may ask for.
     pub const MAX_P_COST: u32 = 16;
     /// Memory cost chosen by [`Argon2Params::calibrate`] when one pass over it

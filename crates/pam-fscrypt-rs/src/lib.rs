@@ -13,7 +13,13 @@
 //! * `setcred`: nothing.
 //!
 //! Options: `lock_policies`, `root_mnt=PATH` (where login protectors live;
-//! default `/`), `debug`. Nothing here aborts a login: internal errors are
+//! default `/`), `config=PATH` (the google/fscrypt config, default
+//! `/etc/fscrypt.conf`, for `allow_cross_user_metadata`), `debug`.
+//!
+//! Only metadata owned by root or the user is used (unless the config's
+//! `allow_cross_user_metadata`), only mounts that can hold fscrypt metadata
+//! are looked at (never FUSE or network filesystems), each within a time
+//! bound, and a login logs at most one line per cause. Nothing here aborts a login: internal errors are
 //! logged to syslog (never a secret) and the module returns `PAM_IGNORE`
 //! (or `PAM_SUCCESS`); panics are caught at the FFI boundary.
 //!
@@ -248,13 +254,13 @@ fn open_session(ctx: &Ctx) -> c_int {
         return PAM_SUCCESS;
     };
     match logic::unlock(&ctx.opts, uid, &tok) {
-        Ok((n, errs)) => {
-            for e in errs {
-                ctx.log(LOG_ERR, &format!("unlocking for {name}: {e}"));
+        Ok(out) => {
+            for line in out.summary() {
+                ctx.log(LOG_ERR, &format!("unlocking for {name}: {line}"));
             }
             ctx.log(
                 LOG_DEBUG,
-                &format!("{n} directories' policies unlocked for {name}"),
+                &format!("{} directories' policies unlocked for {name}", out.done),
             );
         }
         Err(e) => ctx.log(
@@ -280,11 +286,14 @@ fn close_session(ctx: &Ctx) -> c_int {
         return PAM_SUCCESS;
     }
     match logic::lock(&ctx.opts, uid) {
-        Ok((n, errs)) => {
-            for e in errs {
-                ctx.log(LOG_ERR, &format!("locking for {name}: {e}"));
+        Ok(out) => {
+            for line in out.summary() {
+                ctx.log(LOG_ERR, &format!("locking for {name}: {line}"));
             }
-            ctx.log(LOG_DEBUG, &format!("{n} policies locked for {name}"));
+            ctx.log(
+                LOG_DEBUG,
+                &format!("{} policies locked for {name}", out.done),
+            );
         }
         Err(e) => ctx.log(LOG_ERR, &format!("locking for {name}: {e}")),
     }

@@ -165,7 +165,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let config = Config::load().map_err(gfs::meta)?;
     let chosen = match &args.protector {
         Some(r) => {
-            let pstore = Store::new(std::fs::canonicalize(&r.mount)?);
+            let pstore = Store::new(std::fs::canonicalize(&r.mount)?, gfs::trust());
             pstore.check_setup().map_err(gfs::meta)?;
             let p = pstore.protector(&r.id).map_err(gfs::meta)?;
             let what = format!("protector {}", r.id);

@@ -576,16 +576,25 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
         Some(m) => gfs::mount_of(m)?,
         None => config::root_mount(),
     };
-    let store = Store::new(&mount);
+    let store = Store::new(&mount, gfs::trust());
     store.check_setup().map_err(gfs::meta)?;
     let conf = Config::load().ok();
+    // One damaged or hostile file is listed as unreadable; it never fails
+    // the dump of everything else.
+    let mut unreadable: Vec<(&str, String, String)> = Vec::new();
     let mut protectors = Vec::new();
     for d in store.protectors().map_err(gfs::meta)? {
-        protectors.push(store.protector(&d).map_err(gfs::meta)?);
+        match store.protector(&d) {
+            Ok(p) => protectors.push(p),
+            Err(e) => unreadable.push(("protector", d, e.to_string())),
+        }
     }
     let mut policies = Vec::new();
     for d in store.policies().map_err(gfs::meta)? {
-        policies.push(store.policy(&d).map_err(gfs::meta)?);
+        match store.policy(&d) {
+            Ok(p) => policies.push(p),
+            Err(e) => unreadable.push(("policy", d, e.to_string())),
+        }
     }
     if args.json {
         kernel::print_json(&serde_json::json!({
@@ -599,6 +608,9 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
                 "descriptor": p.key_descriptor,
                 "options": gfs::options_json(&p.opts()),
                 "protectors": p.wrapped_policy_keys.iter().map(|s| s.protector_descriptor.clone()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "unreadable": unreadable.iter().map(|(kind, d, e)| serde_json::json!({
+                "kind": kind, "descriptor": d, "error": e,
             })).collect::<Vec<_>>(),
         }))?;
         return Ok(ExitCode::SUCCESS);
@@ -652,6 +664,9 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
             opts.padding,
             slots.join(", ")
         ));
+    }
+    for (kind, d, e) in &unreadable {
+        o.push_str(&format!("Unreadable {kind} {d}: {e}\n"));
     }
     kernel::out(format_args!("{o}"))?;
     Ok(ExitCode::SUCCESS)

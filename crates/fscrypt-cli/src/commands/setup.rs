@@ -78,7 +78,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => config::root_mount(),
     };
-    let store = Store::new(&mount);
+    let store = Store::new(&mount, gfs::trust());
     let mode = if args.all_users {
         SetupMode::WorldWritable
     } else {

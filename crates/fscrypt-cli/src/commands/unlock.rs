@@ -89,7 +89,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                     ),
                 ));
             }
-            let pstore = Store::new(std::fs::canonicalize(&r.mount)?);
+            let pstore = Store::new(std::fs::canonicalize(&r.mount)?, gfs::trust());
             pstore.check_setup().map_err(gfs::meta)?;
             (pstore, r.id.clone())
         }

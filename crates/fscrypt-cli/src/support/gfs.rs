@@ -17,14 +17,17 @@ use fscrypt_metadata::Error as MetaError;
 use fscrypt_metadata::links::MainMount;
 use fscrypt_metadata::proto::{EncryptionOptions, PolicyData, ProtectorData, SourceType};
 use fscrypt_metadata::store::Store;
+use fscrypt_metadata::trust::Trust;
 use zeroize::Zeroizing;
 
 use crate::support::secret::{self, EXIT_WRONG_SECRET, PassSource};
 
 /// Exit status: a metadata file is corrupt or truncated.
 pub const EXIT_CORRUPT: u8 = 20;
-/// Exit status: a metadata directory is a symlink, not a directory, or
-/// world-writable without the sticky bit.
+/// Exit status: a metadata directory is a symlink, not a directory,
+/// world-writable without the sticky bit, or owned by another user (an
+/// unsafe metadata directory); or a named metadata file was written by
+/// another user.
 pub const EXIT_INSECURE: u8 = 21;
 /// Exit status: the filesystem (or the global config) is not set up.
 pub const EXIT_NOT_SETUP: u8 = 22;
@@ -74,6 +77,8 @@ pub fn meta(e: MetaError) -> anyhow::Error {
         MetaError::WrongSecret { .. } => (EXIT_WRONG_SECRET, "wrong_secret"),
         MetaError::Corrupt { .. } => (EXIT_CORRUPT, "corrupt_metadata"),
         MetaError::Insecure { .. } => (EXIT_INSECURE, "insecure_metadata"),
+        MetaError::UnsafeDirectory { .. } => (EXIT_INSECURE, "unsafe_metadata_directory"),
+        MetaError::Untrusted { .. } => (EXIT_INSECURE, "untrusted_metadata"),
         MetaError::NotSetup { .. } => (EXIT_NOT_SETUP, "not_setup"),
         MetaError::Config { .. } => (EXIT_NOT_SETUP, "bad_config"),
         MetaError::AlreadySetup { .. } => (EXIT_ALREADY, "already_setup"),
@@ -431,12 +436,21 @@ pub fn dir_policy(dir: &Path) -> anyhow::Result<Option<Policy>> {
     }
 }
 
+/// Whose metadata the commands use ([`Trust::for_caller`]): the caller's
+/// and root's, every user's when run as root or when the config sets
+/// `allow_cross_user_metadata` (no readable config: it is false).
+pub fn trust() -> Trust {
+    Trust::for_caller(
+        fscrypt_metadata::config::Config::load().is_ok_and(|c| c.allow_cross_user_metadata),
+    )
+}
+
 /// The store of the filesystem holding `path`, checked.
 ///
 /// # Errors
 /// Not set up, insecure.
 pub fn store_of(path: &Path) -> anyhow::Result<Store> {
-    let store = Store::new(mount_of(path)?);
+    let store = Store::new(mount_of(path)?, trust());
     store.check_setup().map_err(meta)?;
     Ok(store)
 }
@@ -450,7 +464,7 @@ pub fn status_section(
     mount: &Path,
     kpolicy: Option<&Policy>,
 ) -> Option<(serde_json::Value, String)> {
-    let store = Store::new(mount);
+    let store = Store::new(mount, trust());
     if !store.exists() {
         return None;
     }
@@ -616,7 +630,7 @@ pub fn login_user(name: Option<&str>) -> anyhow::Result<LoginUser> {
 pub fn root_store() -> anyhow::Result<Store> {
     let root = fscrypt_metadata::config::root_mount();
     let root = std::fs::canonicalize(&root).unwrap_or(root);
-    let store = Store::new(root);
+    let store = Store::new(root, trust());
     store.check_setup().map_err(|e| match e {
         MetaError::NotSetup { mount } => failure(
             EXIT_NOT_SETUP,
