@@ -42,7 +42,8 @@ pub fn login_protector(root: &Store, uid: i64) -> Result<Option<ProtectorData>, 
 /// `store`'s trust.
 ///
 /// # Errors
-/// [`Error::NotFound`] when neither a protector nor a link exists; errors
+/// [`Error::NotFound`] when neither a protector nor a link exists;
+/// [`Error::Untrusted`] when the protector file is another user's; errors
 /// reading the link or the protector; [`Error::Invalid`] for a link that
 /// resolves to no mounted filesystem.
 pub fn locate_protector(
@@ -60,11 +61,9 @@ pub fn locate_protector(
             let p = other.protector(d)?;
             Ok((other, p))
         }
-        None => Err(Error::NotFound {
-            kind: "protector",
-            descriptor: d.to_string(),
-            mount: store.mount().to_path_buf(),
-        }),
+        // No usable file and no link: reading it names the cause (not
+        // found, written by another user, not a regular file).
+        None => store.protector(d).map(|p| (store.clone(), p)),
     }
 }
 

@@ -462,6 +462,12 @@ impl PolicyData {
     }
 }
 
+/// A protector file's bytes, as written (no checks: [`ProtectorData::check`]
+/// is the writer's, e.g. [`crate::store::Store::put_protector`]).
+pub fn encode_protector(p: &ProtectorData) -> Vec<u8> {
+    p.encode_to_vec()
+}
+
 /// Decodes and checks a protector file's bytes.
 ///
 /// # Errors
@@ -480,4 +486,42 @@ pub fn decode_policy(bytes: &[u8]) -> Result<PolicyData, Error> {
     let p = PolicyData::decode(bytes).map_err(|e| bad(format!("not a policy: {e}")))?;
     p.check()?;
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn costs(time: i64, memory: i64) -> HashingCosts {
+        HashingCosts {
+            time,
+            memory,
+            parallelism: 1,
+            truncation_fixed: true,
+        }
+    }
+
+    #[test]
+    fn hashing_costs_are_bounded_like_vault_configs() {
+        // google/fscrypt accepts all of these (below 2^32); fscrypt-rs
+        // refuses them before hashing, as it does for vault configs.
+        assert!(costs(1, 64).check().is_ok());
+        assert!(costs(1000, 1 << 15).check().is_ok());
+        assert!(costs(8, 4 << 20).check().is_ok());
+        let refused = [
+            costs(1001, 64),
+            costs(1 << 31, 64),
+            costs(1, (4 << 20) + 1),
+            costs(9, 4 << 20),
+            costs(1000, 1 << 16),
+        ];
+        for c in refused {
+            let e = c.check().expect_err("out of bounds").to_string();
+            assert!(e.contains("fscrypt-rs accepts"), "{e}");
+            // No hashing either (it would take minutes or hours).
+            let t = std::time::Instant::now();
+            assert!(crate::keys::passphrase_hash(b"pw", &[0; 16], &c).is_err());
+            assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        }
+    }
 }
