@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
 use test_support::skip::tool_available;
@@ -229,4 +230,247 @@ fn login_unlocks_logout_locks_password_change_rewraps() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(readable(&dir.join("f"), "secret"));
     let _ = std::fs::remove_file(&count);
+}
+
+/// A user whose login protector (made by google/fscrypt) protects a locked
+/// directory with one file, on a scratch ext4 whose `.fscrypt` is
+/// world-writable (01777, as `setup --all-users` makes it), and a second
+/// user, the attacker.
+struct Login {
+    fs: fscrypt_linux::loopfs::LoopExt4,
+    tmp: TempDir,
+    user: TestUser,
+    attacker: TestUser,
+    dir: PathBuf,
+}
+
+/// The user's login password in [`Login`].
+const LOGIN_PW: &str = "Trust-Login-Pw-8";
+
+impl Login {
+    fn new(t: &str, tag: &str) -> Option<Login> {
+        if !tool_available(t, "fscrypt", &["--version"], "fscrypt (scripts/setup.sh)")
+            || !tool_available(t, "pamtester", &["-v"], "pamtester (scripts/setup.sh)")
+            || !test_support::skip::setpriv_available(t)
+        {
+            return None;
+        }
+        assert!(module().is_file(), "{} not built", module().display());
+        let fs = scratch_ext4(t, 32, MKFS_4K)?;
+        let user = TestUser::new(t, &format!("u{tag}"), LOGIN_PW)?;
+        let attacker = TestUser::new(t, &format!("x{tag}"), "attacker-pw")?;
+        let _ = std::fs::remove_file(format!("/run/fscrypt-rs/{}.count", user.uid));
+        let l = Login {
+            dir: fs.mount_point().join("home"),
+            fs,
+            tmp: TempDir::new(t),
+            user,
+            attacker,
+        };
+        let o = l.gfs(&["setup", "--time=1ms", "--quiet"], b"");
+        assert!(o.status.success(), "{}", text(&o));
+        for d in ["policies", "protectors"] {
+            let d = l.mnt().join(".fscrypt").join(d);
+            std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+                .unwrap();
+        }
+        std::fs::create_dir(&l.dir).unwrap();
+        std::os::unix::fs::chown(&l.dir, Some(l.user.uid), Some(l.user.uid)).unwrap();
+        let ua = format!("--user={}", l.user.name);
+        let o = l.gfs(
+            &[
+                "encrypt",
+                p(&l.dir),
+                "--source=pam_passphrase",
+                &ua,
+                "--quiet",
+            ],
+            format!("{LOGIN_PW}\n").as_bytes(),
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::write(l.dir.join("f"), "secret").unwrap();
+        let o = l.gfs(&["lock", p(&l.dir), &ua, "--quiet"], b"");
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!readable(&l.dir.join("f"), "secret"));
+        Some(l)
+    }
+
+    fn mnt(&self) -> &Path {
+        self.fs.mount_point()
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.tmp.join("fscrypt.conf")
+    }
+
+    fn gfs(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut c = Command::new("fscrypt");
+        c.args(args)
+            .env("FSCRYPT_CONF", self.conf())
+            .env("FSCRYPT_ROOT_MNT", self.mnt());
+        test_support::run::output(&mut c, stdin)
+    }
+
+    /// A service with the module for auth and session (`lock_policies`),
+    /// reading the test's config (`config=`).
+    fn service(&self, tag: &str) -> Service {
+        let m = format!(
+            "{} root_mnt={} config={}",
+            module().display(),
+            self.mnt().display(),
+            self.conf().display()
+        );
+        Service::new(
+            tag,
+            &format!(
+                "auth required pam_unix.so\nauth optional {m}\naccount required pam_permit.so\n\
+                 session optional {m} lock_policies\n"
+            ),
+        )
+    }
+
+    /// pamtester `ops` with the login password, in `wrap` (a command
+    /// prefix, e.g. a shell holding a stuck FUSE mount), killed (a test
+    /// failure) after 30 s; and how long it took.
+    fn login(&self, service: &Service, ops: &[&str], wrap: &[&str]) -> (Output, Duration) {
+        let mut c = Command::new(wrap.first().copied().unwrap_or("pamtester"));
+        if !wrap.is_empty() {
+            c.args(&wrap[1..]).arg("pamtester");
+        }
+        c.arg(&service.name).arg(&self.user.name).args(ops);
+        let t = Instant::now();
+        let o = test_support::run::output_within(
+            &mut c,
+            format!("{LOGIN_PW}\n").as_bytes(),
+            Duration::from_secs(30),
+        );
+        (o, t.elapsed())
+    }
+
+    fn set_cross_user(&self, allow: bool) {
+        let text = std::fs::read_to_string(self.conf()).unwrap();
+        let mut c = fscrypt_metadata::config::Config::parse(&text).unwrap();
+        c.allow_cross_user_metadata = allow;
+        std::fs::write(self.conf(), c.to_json()).unwrap();
+    }
+}
+
+impl Drop for Login {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(format!("/run/fscrypt-rs/{}.count", self.user.uid));
+    }
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// A login protector for `uid` that no password opens, with `time`
+/// Argon2 passes (google/fscrypt's format allows up to 2^32).
+fn fake_login_protector(uid: u32, time: i64) -> Vec<u8> {
+    use fscrypt_metadata::proto::{self, HashingCosts, ProtectorData, SourceType, WrappedKeyData};
+    proto::encode_protector(&ProtectorData {
+        // Sorts before any real descriptor.
+        protector_descriptor: "0000000000000000".into(),
+        source: SourceType::PamPassphrase as i32,
+        name: String::new(),
+        costs: Some(HashingCosts {
+            time,
+            memory: 64,
+            parallelism: 1,
+            truncation_fixed: true,
+        }),
+        salt: vec![7; 16],
+        uid: i64::from(uid),
+        wrapped_key: Some(WrappedKeyData {
+            iv: vec![1; 16],
+            encrypted_key: vec![2; 32],
+            hmac: vec![3; 32],
+        }),
+    })
+}
+
+#[test]
+fn a_login_protector_planted_by_another_user_does_not_break_login() {
+    let t = "pam_planted";
+    let Some(l) = Login::new(t, "a") else {
+        return;
+    };
+    let svc = l.service("planted");
+    // The attacker plants a login protector for the user in the
+    // world-writable directory: cheap costs, no password opens it.
+    let planted = l.mnt().join(".fscrypt/protectors/0000000000000000");
+    let mut c = test_support::users::as_user(l.attacker.uid, l.attacker.uid, "/bin/sh");
+    c.args(["-c", "cat > \"$1\"", "sh"]).arg(&planted);
+    let o = test_support::run::output(&mut c, &fake_login_protector(l.user.uid, 1));
+    assert!(o.status.success(), "{}", text(&o));
+
+    let (o, took) = l.login(&svc, &["authenticate", "open_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        readable(&l.dir.join("f"), "secret"),
+        "the planted protector was taken: not unlocked at login"
+    );
+    assert!(took < Duration::from_secs(10), "login took {took:?}");
+    let (o, _) = l.login(&svc, &["close_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!readable(&l.dir.join("f"), "secret"));
+
+    // With allow_cross_user_metadata the module considers it, as the CLI
+    // does (tests/metadata_trust.rs in fscrypt-cli): it comes first and
+    // does not open, so nothing is unlocked, and the login still succeeds.
+    l.set_cross_user(true);
+    let (o, _) = l.login(&svc, &["authenticate", "open_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!readable(&l.dir.join("f"), "secret"));
+    let (o, _) = l.login(&svc, &["close_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // A planted protector with 2^31 passes, cross-user metadata allowed:
+    // refused before hashing and skipped, so the login is quick and the
+    // real protector unlocks.
+    std::fs::remove_file(&planted).unwrap();
+    let mut c = test_support::users::as_user(l.attacker.uid, l.attacker.uid, "/bin/sh");
+    c.args(["-c", "cat > \"$1\"", "sh"]).arg(&planted);
+    let o = test_support::run::output(&mut c, &fake_login_protector(l.user.uid, 1 << 31));
+    assert!(o.status.success(), "{}", text(&o));
+    let (o, took) = l.login(&svc, &["authenticate", "open_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(took < Duration::from_secs(10), "login took {took:?}");
+    assert!(readable(&l.dir.join("f"), "secret"));
+    let (o, _) = l.login(&svc, &["close_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn a_stopped_fuse_daemon_does_not_hang_login_or_logout() {
+    let t = "pam_stuck_fuse";
+    if !test_support::skip::fuse_available(t) {
+        return;
+    }
+    let Some(l) = Login::new(t, "b") else {
+        return;
+    };
+    let svc = l.service("fuse");
+    let stuck = l.tmp.join("stuck");
+    std::fs::create_dir(&stuck).unwrap();
+    // A FUSE mount whose daemon never answers (as one stopped with
+    // SIGSTOP): the shell holds the /dev/fuse descriptor and never reads
+    // it. It lives in a private mount namespace (`unshare -m`), so only
+    // this login sees it, and goes with the shell.
+    let script = "exec 3<>/dev/fuse || exit 97\n\
+                  mount -i -t fuse -o fd=3,rootmode=40000,user_id=0,group_id=0 fsrs-stuck \"$1\" \
+                  || exit 98\n\
+                  grep -q ' fsrs-stuck ' /proc/self/mountinfo || exit 99\n\
+                  shift\n\
+                  \"$@\" 3<&-\n";
+    let wrap = ["unshare", "-m", "sh", "-c", script, "sh", p(&stuck)];
+    let (o, took) = l.login(&svc, &["authenticate", "open_session"], &wrap);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(took < Duration::from_secs(10), "login took {took:?}");
+    assert!(readable(&l.dir.join("f"), "secret"), "not unlocked");
+    let (o, took) = l.login(&svc, &["close_session"], &wrap);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(took < Duration::from_secs(10), "logout took {took:?}");
+    assert!(!readable(&l.dir.join("f"), "secret"), "not locked");
 }
