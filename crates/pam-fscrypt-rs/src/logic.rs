@@ -299,28 +299,37 @@ pub fn unlock(o: &Options, uid: u32, password: &[u8]) -> Result<Outcome, String>
         return Ok(Outcome::default());
     };
     let pkey = actions::open_protector(&prot, password).map_err(|e| e.to_string())?;
-    let found = policies_of(o, &prot.protector_descriptor, store.trust());
+    let mut found = policies_of(o, &prot.protector_descriptor, store.trust());
     let mut n = 0;
     let mut errs = Vec::new();
-    for (mount, policy) in found.policies {
+    for (mount, policy) in std::mem::take(&mut found.policies) {
         let Some((_, spec)) = kernel_spec(&policy) else {
             errs.push(format!("policy {}: bad descriptor", policy.key_descriptor));
             continue;
         };
-        if keyring::key_status(&mount, spec)
-            .map(|s| s.presence == KeyPresence::Present)
-            .unwrap_or(false)
-        {
-            continue;
-        }
-        let r = actions::open_policy(&policy, &prot.protector_descriptor, &pkey)
-            .map_err(|e| e.to_string())
-            .and_then(|key| as_user(uid, || add_key(&mount, &policy, &key[..])));
+        let key = match actions::open_policy(&policy, &prot.protector_descriptor, &pkey) {
+            Ok(key) => key,
+            Err(e) => {
+                errs.push(format!("policy {}: {e}", policy.key_descriptor));
+                continue;
+            }
+        };
+        let descriptor = policy.key_descriptor.clone();
+        let at = mount.clone();
+        // The keyring calls open the mount: time-bounded as well.
+        let r = bounded(FS_TIMEOUT, move || {
+            if keyring::key_status(&at, spec).is_ok_and(|s| s.presence == KeyPresence::Present) {
+                return Ok(false);
+            }
+            as_user(uid, || add_key(&at, &policy, &key[..])).map(|()| true)
+        });
         match r {
-            Ok(()) => n += 1,
-            Err(e) => errs.push(format!("policy {}: {e}", policy.key_descriptor)),
+            Some(Ok(added)) => n += usize::from(added),
+            Some(Err(e)) => errs.push(format!("policy {descriptor}: {e}")),
+            None => found.stuck.push(mount),
         }
     }
+    found.stuck.dedup();
     Ok(Outcome {
         done: n,
         errors: errs,
@@ -380,22 +389,31 @@ pub fn lock(o: &Options, uid: u32) -> Result<Outcome, String> {
     let Some((store, prot)) = login_protector(o, uid)? else {
         return Ok(Outcome::default());
     };
-    let found = policies_of(o, &prot.protector_descriptor, store.trust());
+    let mut found = policies_of(o, &prot.protector_descriptor, store.trust());
     let mut n = 0;
     let mut errs = Vec::new();
-    for (mount, policy) in found.policies {
+    for (mount, policy) in std::mem::take(&mut found.policies) {
         let Some((_, spec)) = kernel_spec(&policy) else {
             continue;
         };
-        match keyring::key_status(&mount, spec) {
-            Ok(s) if s.presence == KeyPresence::Absent => continue,
-            _ => {}
-        }
-        match as_user(uid, || keyring::remove_key(&mount, spec, false)) {
-            Ok(_) => n += 1,
-            Err(e) => errs.push(format!("policy {}: {e}", policy.key_descriptor)),
+        let at = mount.clone();
+        // The keyring calls open the mount: time-bounded as well.
+        let r = bounded(FS_TIMEOUT, move || {
+            match keyring::key_status(&at, spec) {
+                Ok(s) if s.presence == KeyPresence::Absent => return Ok(false),
+                _ => {}
+            }
+            as_user(uid, || keyring::remove_key(&at, spec, false))
+                .map(|_| true)
+                .map_err(|e| e.to_string())
+        });
+        match r {
+            Some(Ok(removed)) => n += usize::from(removed),
+            Some(Err(e)) => errs.push(format!("policy {}: {e}", policy.key_descriptor)),
+            None => found.stuck.push(mount),
         }
     }
+    found.stuck.dedup();
     Ok(Outcome {
         done: n,
         errors: errs,
