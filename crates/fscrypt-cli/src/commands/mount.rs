@@ -93,6 +93,10 @@ pub struct Args {
     /// background parent when it starts the daemon).
     #[arg(long, hide = true)]
     pub master_key_stdin: bool,
+    /// Internal: the mount point as the descriptor the parent opened and
+    /// checked (inherited), so the daemon never looks the path up again.
+    #[arg(long, hide = true)]
+    pub mountpoint_fd: Option<i32>,
 }
 
 /// Mount options after parsing `-o`.
@@ -317,6 +321,7 @@ pub fn parse_helper_args(
         sloppy,
         log_file: None,
         master_key_stdin: false,
+        mountpoint_fd: None,
     };
     Ok((args, fake))
 }
@@ -416,6 +421,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     };
+    pause_for_tests();
     if args.foreground {
         let master = match &key {
             Key::Locked => None,
@@ -427,12 +433,32 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     spawn_daemon(&args, &opts, &mountpoint, &key)
 }
 
+/// Test seam, for the tests of the mount-point race only: when the
+/// environment variable [`PAUSE_ENV`] names a directory, the checks done,
+/// `PAUSED` is created in it and the mount waits (at most 60 s) until
+/// `RESUME` appears there, so that a test can swap the mount point at the
+/// worst moment. It only delays; without the variable it does nothing.
+pub(crate) fn pause_for_tests() {
+    let Some(dir) = std::env::var_os(PAUSE_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let _ = std::fs::write(dir.join("PAUSED"), b"");
+    let start = Instant::now();
+    while !dir.join("RESUME").exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The environment variable of [`pause_for_tests`].
+pub const PAUSE_ENV: &str = "FSCRYPT_RS_TEST_PAUSE_BEFORE_MOUNT";
+
 /// Mounts in this process and blocks until unmounted.
 fn run_mount(
     vault: &Vault,
     master: Option<fscrypt::MasterKey>,
     opts: &MountOptions,
-    mountpoint: &Path,
+    mountpoint: &fscrypt_fuse::MountPoint,
     cipherdir: &Path,
 ) -> anyhow::Result<()> {
     let backing_dir =
@@ -452,8 +478,8 @@ fn run_mount(
         io_uring: !opts.no_io_uring,
     };
     crate::support::heap::install();
-    fscrypt_fuse::mount(config, mountpoint)
-        .with_context(|| format!("mounting {}", mountpoint.display()))?;
+    fscrypt_fuse::mount_on(config, mountpoint)
+        .with_context(|| format!("mounting {}", mountpoint.path().display()))?;
     Ok(())
 }
 
@@ -482,8 +508,10 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
         64 => Some(vault.master_key_from_bytes(&raw[..64])?),
         n => bail!("expected a 64-byte master key from the parent, got {n} bytes"),
     };
-    let mountpoint = std::fs::canonicalize(&args.mountpoint)
-        .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
+    let mountpoint = match args.mountpoint_fd {
+        Some(fd) => fscrypt_fuse::MountPoint::inherited(fd)?,
+        None => fscrypt_fuse::MountPoint::open(&args.mountpoint)?,
+    };
     run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -519,10 +547,14 @@ pub(crate) fn open_log_file(path: &Path) -> anyhow::Result<std::fs::File> {
 fn spawn_daemon(
     args: &Args,
     opts: &MountOptions,
-    mountpoint: &Path,
+    mp: &fscrypt_fuse::MountPoint,
     key: &Key,
 ) -> anyhow::Result<ExitCode> {
+    let mountpoint = mp.path();
     let before = mount_count(mountpoint)?;
+    // The daemon mounts on this very directory (inherited), not on
+    // whatever the path names by then.
+    let inherited = mp.inheritable()?;
     let exe = std::env::current_exe().context("locating the fscrypt-rs executable")?;
     let cipherdir = std::fs::canonicalize(&args.cipherdir)
         .with_context(|| format!("{}", args.cipherdir.display()))?;
@@ -531,7 +563,9 @@ fn spawn_daemon(
         .arg(&cipherdir)
         .arg(mountpoint)
         .arg("--foreground")
-        .arg("--master-key-stdin");
+        .arg("--master-key-stdin")
+        .arg("--mountpoint-fd")
+        .arg(std::os::fd::AsRawFd::as_raw_fd(&inherited).to_string());
     if args.locked {
         cmd.arg("--locked");
     }
@@ -548,6 +582,7 @@ fn spawn_daemon(
     }
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
     let mut child = cmd.spawn().context("starting the mount daemon")?;
+    drop(inherited);
     {
         let mut stdin = child.stdin.take().context("daemon stdin")?;
         if let Key::Raw(raw) = key {
@@ -557,11 +592,12 @@ fn spawn_daemon(
         }
         // Dropping closes the pipe: the daemon sees end of file.
     }
-    wait_for_mount(child, mountpoint, before)
+    wait_for_mount(child, mp, before)
 }
 
 /// Waits until a mount daemon started as a child (its status pipe on
-/// stdout) has added a mount at `mountpoint` (more than `before`), or has
+/// stdout) has added a mount on the directory `mountpoint` holds (more
+/// than `before`; found where that directory is now), or has
 /// exited: its one-line message becomes the error. Kills it after
 /// [`MOUNT_TIMEOUT`].
 ///
@@ -569,7 +605,7 @@ fn spawn_daemon(
 /// The daemon's message, its exit, or the timeout.
 pub(crate) fn wait_for_mount(
     mut child: std::process::Child,
-    mountpoint: &Path,
+    mountpoint: &fscrypt_fuse::MountPoint,
     before: usize,
 ) -> anyhow::Result<ExitCode> {
     let mut status_pipe = child.stdout.take().context("daemon stdout")?;
@@ -594,7 +630,10 @@ pub(crate) fn wait_for_mount(
             }
             bail!("{msg}");
         }
-        if mount_count(mountpoint)? > before {
+        let here = mountpoint
+            .current_path()
+            .unwrap_or_else(|| mountpoint.path().to_path_buf());
+        if mount_count(&here)? > before {
             return Ok(ExitCode::SUCCESS);
         }
         if start.elapsed() > MOUNT_TIMEOUT {

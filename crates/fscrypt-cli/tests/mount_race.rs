@@ -1,0 +1,148 @@
+//! The mount point is looked up once (issue 20, item 3): a root `mount`
+//! onto a directory another user controls cannot be redirected by swapping
+//! it for a symlink between the checks and the mount. And read-only
+//! remounts through the mount(8) helper (item 8).
+//!
+//! The tests need root and /dev/fuse; without them they print a loud reason
+//! and return. The race is made deterministic by the documented test seam
+//! `FSCRYPT_RS_TEST_PAUSE_BEFORE_MOUNT` (the mount waits after its checks
+//! until the test has swapped the mount point). Every mount is undone.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use test_support::procs::ChildGuard;
+use test_support::skip::can_mount;
+use test_support::users::NOBODY;
+use test_support::{TempDir, clear_mount, is_mounted, os_args as args, text};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
+const PAUSE_ENV: &str = "FSCRYPT_RS_TEST_PAUSE_BEFORE_MOUNT";
+
+/// A vault in `t` protected by a new key file: (cipher dir, key file).
+fn vault(t: &TempDir) -> (PathBuf, PathBuf) {
+    let cipher = t.sub("cipher");
+    let key = t.path().join("vault.key");
+    let out = test_support::cli::run(
+        Path::new(BIN),
+        args!["init", cipher, "--new-key-file", key],
+        b"",
+    );
+    assert!(out.status.success(), "init: {}", text(&out.stderr));
+    (cipher, key)
+}
+
+/// Unmounts whatever is on `path` when dropped (also when a test panics).
+struct Clear(PathBuf);
+
+impl Drop for Clear {
+    fn drop(&mut self) {
+        clear_mount(&self.0);
+    }
+}
+
+/// The fscrypt-rs mounts whose source is `cipher`.
+fn mounts_of(cipher: &Path) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = cipher.to_str().unwrap();
+    info.lines()
+        .filter(|l| l.contains(" - fuse.fscrypt-rs ") && l.contains(&format!(" {want} ")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_mount_point_swapped_for_a_symlink_is_not_followed() {
+    let test = "a_mount_point_swapped_for_a_symlink_is_not_followed";
+    if !can_mount(test) {
+        return;
+    }
+    let t = TempDir::new("mount-race");
+    let (cipher, key) = vault(&t);
+    // /tmp/…/x belongs to another user, and so does x/mnt.
+    let x = t.sub("x");
+    let mnt = x.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    std::os::unix::fs::chown(&x, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::os::unix::fs::chown(&mnt, Some(NOBODY), Some(NOBODY)).unwrap();
+    // The directory the swap points at: root's.
+    let target = t.sub("root-only");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let pause = t.sub("pause");
+    let moved = x.join("mnt.orig");
+    let _clear = [
+        Clear(target.clone()),
+        Clear(moved.clone()),
+        Clear(mnt.clone()),
+    ];
+
+    let child = Command::new(BIN)
+        .args(args!["mount", cipher, mnt, "--key-file", key])
+        .env(PAUSE_ENV, &pause)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = ChildGuard(child);
+    test_support::procs::wait_for("the mount to pause", Duration::from_secs(30), || {
+        pause.join("PAUSED").exists()
+    });
+    // The other user's move: the checked directory away, a symlink to
+    // root's directory in its place.
+    std::fs::rename(&mnt, &moved).unwrap();
+    std::os::unix::fs::symlink(&target, &mnt).unwrap();
+    std::fs::write(pause.join("RESUME"), b"").unwrap();
+
+    let start = Instant::now();
+    let status = loop {
+        assert!(
+            !is_mounted(&target),
+            "the vault was mounted on the symlink's target {}",
+            target.display()
+        );
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "mount did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!is_mounted(&target), "mounted on {}", target.display());
+    // Mounted on the directory that was checked (now mnt.orig), or refused.
+    if status.success() {
+        assert!(
+            is_mounted(&moved),
+            "mounted, but not on {}",
+            moved.display()
+        );
+        assert!(
+            std::fs::read_dir(&target).unwrap().next().is_none(),
+            "the target shows entries"
+        );
+        std::fs::write(moved.join("hello"), b"hi").unwrap();
+        clear_mount(&moved);
+    }
+    // The warning about the parent directory another user owns.
+    assert!(
+        stderr.contains("warning: another user could replace the mount point"),
+        "{stderr}"
+    );
+    // No mount of the vault is left anywhere (a dead one included).
+    test_support::procs::wait_for("the daemon to go", Duration::from_secs(10), || {
+        mounts_of(&cipher).is_empty()
+    });
+}
