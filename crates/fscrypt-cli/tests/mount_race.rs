@@ -146,3 +146,93 @@ fn a_mount_point_swapped_for_a_symlink_is_not_followed() {
         mounts_of(&cipher).is_empty()
     });
 }
+
+#[test]
+fn mount8_remounts_a_vault_read_only_and_back() {
+    let test = "mount8_remounts_a_vault_read_only_and_back";
+    if !can_mount(test) {
+        return;
+    }
+    if !Path::new("/usr/bin/unshare").exists() || !Path::new("/usr/bin/mount").exists() {
+        test_support::skip::skip(test, "needs unshare(1) and mount(8) in /usr/bin");
+        return;
+    }
+    let t = TempDir::new("remount");
+    let (cipher, key) = vault(&t);
+    let mnt = t.sub("mnt");
+    // mount(8) looks for /sbin/mount.<type>: in a private mount namespace,
+    // a directory with our helper (both names, as README says) is bound
+    // over /sbin (only there).
+    let sbin = t.sub("sbin");
+    for name in ["mount.fscrypt-rs", "mount.fuse.fscrypt-rs"] {
+        std::os::unix::fs::symlink(BIN, sbin.join(name)).unwrap();
+    }
+    // As xfstests does: `mount -o remount,ro MNT`, no type, no source.
+    let script = r#"
+        set -u
+        mount --bind "$SBIN" /sbin || exit 90
+        trap 'umount -l "$MNT" 2>/dev/null' EXIT
+        mount -t fscrypt-rs -o "keyfile=$KEY" "$CIPHER" "$MNT" || exit 91
+        echo before > "$MNT/f" || exit 92
+        mount -o remount,ro "$MNT" || exit 93
+        grep -q " $MNT ro," /proc/self/mountinfo || exit 94
+        echo x 2>/dev/null > "$MNT/g" && exit 95
+        echo y 2>/dev/null >> "$MNT/f" && exit 96
+        mkdir "$MNT/d" 2>&1 | grep -q "Read-only file system" || exit 97
+        cat "$MNT/f"
+        mount -o remount,rw "$MNT" || exit 98
+        grep -q " $MNT rw,nosuid,nodev" /proc/self/mountinfo || exit 99
+        echo after > "$MNT/g" || exit 100
+        cat "$MNT/g"
+        umount "$MNT" || exit 101
+    "#;
+    let child = Command::new("/usr/bin/unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            script,
+        ])
+        .env("SBIN", &sbin)
+        .env("MNT", &mnt)
+        .env("CIPHER", &cipher)
+        .env("KEY", &key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = ChildGuard(child);
+    let start = Instant::now();
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(60), "timed out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.0.wait().unwrap();
+    if status.code() == Some(90) {
+        test_support::skip::skip(test, &format!("cannot bind-mount over /sbin: {stderr}"));
+        return;
+    }
+    assert!(status.success(), "{status}: {stdout}{stderr}");
+    assert_eq!(stdout, "before\nafter\n", "{stderr}");
+    assert!(!is_mounted(&mnt));
+}

@@ -69,10 +69,12 @@ pub struct Args {
     /// until the vault is unmounted); `-o nonempty` in fstab.
     #[arg(long)]
     pub nonempty: bool,
-    /// Mount options, comma-separated: ro, rw, allow_other, suid and dev
-    /// (root only; the default is nosuid,nodev), nonempty, noio_uring
-    /// (serve /dev/fuse even where the kernel offers FUSE over io_uring;
-    /// io_uring, the default, is accepted), fsname=NAME,
+    /// Mount options, comma-separated: ro or rw, allow_other, suid and dev
+    /// (root only; the default is nosuid,nodev; the last of suid/nosuid
+    /// and of dev/nodev wins), nonempty, io_uring or noio_uring (serve
+    /// through FUSE over io_uring where the kernel offers it, or not; the
+    /// default is io_uring for root, /dev/fuse for everyone else),
+    /// fsname=NAME,
     /// and for fstab keyfile=PATH, passfile=PATH or extpass=CMD (as
     /// --key-file, --passfile, --extpass; write a space in CMD as \040 in
     /// fstab; CMD cannot contain a comma), and the fstab-only options
@@ -120,8 +122,13 @@ pub struct MountOptions {
     pub extpass: Option<String>,
     /// `nonempty`: mount over a non-empty directory.
     pub nonempty: bool,
-    /// `noio_uring`: never serve through FUSE over io_uring.
-    pub no_io_uring: bool,
+    /// `io_uring` (`Some(true)`) or `noio_uring` (`Some(false)`); neither:
+    /// FUSE over io_uring for root's mounts only ([`MountOptions::use_io_uring`]).
+    pub io_uring: Option<bool>,
+    /// `remount` (the mount(8) helper only: change ro/rw of a mount).
+    pub remount: bool,
+    /// `rw` was given (only to refuse `ro,rw`).
+    rw: bool,
 }
 
 /// Options mount(8) may pass from fstab that mean nothing to a FUSE
@@ -137,7 +144,6 @@ const IGNORED: &[&str] = &[
     "nouser",
     "owner",
     "group",
-    "rw",
     // Always on: the kernel checks permissions on every mount.
     "default_permissions",
     "exec",
@@ -154,29 +160,43 @@ const IGNORED: &[&str] = &[
 ];
 
 impl MountOptions {
-    /// Parses `-o` option words.
+    /// Parses `-o` option words. `suid`/`nosuid` and `dev`/`nodev`: the
+    /// last one given wins, as with mount(8). `ro` with `rw`, and
+    /// `io_uring` with `noio_uring`, contradict each other and are refused.
     ///
     /// # Errors
-    /// An unknown option (unless `sloppy`), an empty `keyfile=`/`fsname=`.
+    /// An unknown option (unless `sloppy`), an empty `keyfile=`/`fsname=`,
+    /// a contradictory pair.
     pub fn parse(words: &[String], sloppy: bool) -> anyhow::Result<MountOptions> {
         let mut o = MountOptions::default();
+        let mut uring_words = (false, false);
         for word in words.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
             match word.split_once('=') {
                 None if word == "ro" => o.read_only = true,
+                None if word == "rw" => o.rw = true,
+                None if word == "remount" => o.remount = true,
                 None if word == "allow_other" => o.allow_other = true,
                 None if word == "suid" => o.suid = true,
                 None if word == "nosuid" => o.suid = false,
                 None if word == "dev" => o.dev = true,
                 None if word == "nodev" => o.dev = false,
                 None if word == "nonempty" => o.nonempty = true,
-                None if word == "io_uring" => o.no_io_uring = false,
-                None if word == "noio_uring" => o.no_io_uring = true,
+                None if word == "io_uring" => {
+                    uring_words.0 = true;
+                    o.io_uring = Some(true);
+                }
+                None if word == "noio_uring" => {
+                    uring_words.1 = true;
+                    o.io_uring = Some(false);
+                }
                 None if IGNORED.contains(&word) => {}
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
                 Some(("passfile", v)) if !v.is_empty() => o.passfile = Some(PathBuf::from(v)),
                 Some(("extpass", v)) if !v.is_empty() => o.extpass = Some(v.to_owned()),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
                 Some(("comment", _)) => {}
+                // What mount(8) passes back from mountinfo on a remount.
+                Some(("user_id" | "group_id", _)) if o.remount => {}
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
@@ -196,7 +216,25 @@ impl MountOptions {
         {
             bail!("give only one of the mount options keyfile=, passfile= and extpass=");
         }
+        if o.read_only && o.rw {
+            bail!("the mount options ro and rw contradict each other: give one of them");
+        }
+        if uring_words.0 && uring_words.1 {
+            bail!(
+                "the mount options io_uring and noio_uring contradict each other: give one of them"
+            );
+        }
         Ok(o)
+    }
+
+    /// Whether to serve through FUSE over io_uring (where the kernel offers
+    /// it): as asked with `io_uring`/`noio_uring`, else only for a root
+    /// daemon. Without root it is opt-in: the kernel waits for a ring
+    /// request without letting its caller be killed, so the callers of a
+    /// stopped (SIGSTOP, debugger) ring daemon hang unkillable until it
+    /// runs again or its connection is aborted (README).
+    pub fn use_io_uring(&self, root: bool) -> bool {
+        self.io_uring.unwrap_or(root)
     }
 
     /// Refuses `suid`/`dev` for a caller who is not root: honouring setuid
@@ -230,8 +268,10 @@ impl MountOptions {
         if self.dev {
             w.push("dev".to_owned());
         }
-        if self.no_io_uring {
-            w.push("noio_uring".to_owned());
+        match self.io_uring {
+            Some(true) => w.push("io_uring".to_owned()),
+            Some(false) => w.push("noio_uring".to_owned()),
+            None => {}
         }
         if let Some(name) = &self.fs_name {
             w.push(format!("fsname={name}"));
@@ -259,11 +299,21 @@ enum Key {
 /// Name under which the binary acts as the mount(8) helper.
 pub const HELPER_NAME: &str = "mount.fscrypt-rs";
 
-/// True when argv[0]'s file name is [`HELPER_NAME`].
+/// The helper's second name: mount(8) looks for `mount.fuse.fscrypt-rs`
+/// when it works on an existing mount (type `fuse.fscrypt-rs` in
+/// mountinfo, as for `mount -o remount,ro MOUNTPOINT`), before fuse3's
+/// generic `mount.fuse`, which would run `fscrypt-rs SOURCE MOUNTPOINT`.
+pub const HELPER_NAME_FUSE: &str = "mount.fuse.fscrypt-rs";
+
+/// True when argv[0]'s file name is [`HELPER_NAME`] or [`HELPER_NAME_FUSE`].
 pub fn invoked_as_helper() -> bool {
     std::env::args_os()
         .next()
-        .and_then(|a| Path::new(&a).file_name().map(|n| n == HELPER_NAME))
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n == HELPER_NAME || n == HELPER_NAME_FUSE)
+        })
         .unwrap_or(false)
 }
 
@@ -332,6 +382,8 @@ pub fn helper_main() -> ExitCode {
     let result = parse_helper_args(std::env::args_os().skip(1)).and_then(|(args, fake)| {
         if fake {
             Ok(ExitCode::SUCCESS)
+        } else if args.options.iter().any(|w| w.trim() == "remount") {
+            remount(&args)
         } else {
             exec(args)
         }
@@ -344,6 +396,91 @@ pub fn helper_main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `mount -o remount,ro MOUNTPOINT` (and `remount,rw`) through the
+/// helper: flips the read-only flag of the fscrypt-rs mount at
+/// `args.mountpoint` with `mount(2)` `MS_REMOUNT` (the kernel's FUSE
+/// superblock accepts a change of `MS_RDONLY`; writes then fail with EROFS
+/// before they reach the daemon). The mount's other flags (nosuid, nodev,
+/// noexec, atime) are kept as /proc/self/mountinfo shows them; nothing
+/// else can change without a new mount. The mount point is opened once
+/// (without following a final symlink) and remounted through that
+/// descriptor.
+///
+/// # Errors
+/// Not root, neither `ro` nor `rw`, not a fscrypt-rs mount, `rw` for a
+/// daemon started with `ro` (it refuses writes itself), the kernel's
+/// refusal.
+pub fn remount(args: &Args) -> anyhow::Result<ExitCode> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::mount::MountFlags;
+    let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    if !opts.read_only && !opts.rw {
+        bail!("remount changes only ro/rw: give -o remount,ro or -o remount,rw");
+    }
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "remounting needs root (the kernel lets only root remount); unmount and mount again \
+             with or without -o ro instead"
+        );
+    }
+    let path = crate::support::mounts::absolute(&args.mountpoint);
+    let fd = rustix::fs::open(
+        &path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .with_context(|| format!("mount point {}", path.display()))?;
+    let st = rustix::fs::fstat(&fd).with_context(|| format!("{}", path.display()))?;
+    let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+    let table = fscrypt_linux::mountinfo::read_mountinfo()?;
+    let Some(m) = table.iter().rev().find(|m| {
+        m.mount_point == path
+            && m.fs_type == crate::support::mounts::FS_TYPE
+            && (m.major, m.minor) == (major, minor)
+    }) else {
+        bail!(
+            "{} is not a fscrypt-rs mount: nothing to remount",
+            path.display()
+        );
+    };
+    if !opts.read_only
+        && crate::support::mounts::daemons()
+            .iter()
+            .any(|d| d.mountpoint == path && d.read_only)
+    {
+        bail!(
+            "the daemon of {} was started read-only (-o ro) and refuses writes itself: unmount \
+             it and mount it again without ro",
+            path.display()
+        );
+    }
+    let mut flags = MountFlags::empty();
+    if opts.read_only {
+        flags |= MountFlags::RDONLY;
+    }
+    let words: Vec<&str> = m.mount_options.split(',').collect();
+    for (word, flag) in [
+        ("nosuid", MountFlags::NOSUID),
+        ("nodev", MountFlags::NODEV),
+        ("noexec", MountFlags::NOEXEC),
+        ("noatime", MountFlags::NOATIME),
+        ("nodiratime", MountFlags::NODIRATIME),
+        ("relatime", MountFlags::RELATIME),
+    ] {
+        if words.contains(&word) {
+            flags |= flag;
+        }
+    }
+    if !words.contains(&"noatime") && !words.contains(&"relatime") {
+        flags |= MountFlags::STRICTATIME;
+    }
+    // Through the descriptor: exactly the mount checked above.
+    let target = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    rustix::mount::mount_remount(target.as_str(), flags, c"")
+        .with_context(|| format!("remounting {}", path.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `fscrypt-rs mount`.
@@ -362,6 +499,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    if opts.remount {
+        bail!(
+            "remount is for the mount(8) helper (mount -o remount,ro MOUNTPOINT); `fscrypt-rs \
+             mount` makes new mounts only"
+        );
+    }
     opts.check_privilege()?;
     let vault = Vault::open(&args.cipherdir)?;
     // Before any secret is asked for: where the vault would go, and
@@ -475,7 +618,7 @@ fn run_mount(
         allow_other: opts.allow_other,
         suid: opts.suid,
         dev: opts.dev,
-        io_uring: !opts.no_io_uring,
+        io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
     };
     crate::support::heap::install();
     fscrypt_fuse::mount_on(config, mountpoint)
@@ -673,6 +816,42 @@ mod tests {
         assert!(MountOptions::parse(&w("bogus"), false).is_err());
         assert!(MountOptions::parse(&w("bogus"), true).is_ok());
         assert!(MountOptions::parse(&w("keyfile="), false).is_err());
+    }
+
+    #[test]
+    fn contradictory_options_are_refused() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        for bad in [
+            "ro,rw",
+            "rw,ro",
+            "io_uring,noio_uring",
+            "noio_uring,io_uring",
+        ] {
+            let e = MountOptions::parse(&w(bad), false).unwrap_err().to_string();
+            assert!(e.contains("contradict"), "{bad}: {e}");
+            // Not even sloppy (-s) lets them through.
+            assert!(MountOptions::parse(&w(bad), true).is_err(), "{bad}");
+        }
+        assert!(MountOptions::parse(&w("rw"), false).is_ok_and(|o| !o.read_only));
+        assert!(MountOptions::parse(&w("ro,ro"), false).is_ok_and(|o| o.read_only));
+        // suid/dev: the last one wins, as with mount(8).
+        let o = MountOptions::parse(&w("nosuid,suid,dev,nodev"), false).unwrap();
+        assert!(o.suid && !o.dev);
+    }
+
+    #[test]
+    fn io_uring_is_opt_in_without_root() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let none = MountOptions::parse(&[], false).unwrap();
+        assert!(none.use_io_uring(true));
+        assert!(!none.use_io_uring(false));
+        assert!(none.to_words().is_empty());
+        let on = MountOptions::parse(&w("io_uring"), false).unwrap();
+        assert!(on.use_io_uring(false) && on.use_io_uring(true));
+        assert_eq!(on.to_words(), w("io_uring"));
+        let off = MountOptions::parse(&w("noio_uring"), false).unwrap();
+        assert!(!off.use_io_uring(true) && !off.use_io_uring(false));
+        assert_eq!(off.to_words(), w("noio_uring"));
     }
 
     #[test]

@@ -231,6 +231,8 @@ pub struct Daemon {
     pub mountpoint: PathBuf,
     /// Mounted `--locked`.
     pub locked: bool,
+    /// Started with `-o ro` (it refuses writes itself).
+    pub read_only: bool,
 }
 
 /// Options of `fscrypt-rs mount` that take a value (skipped when looking
@@ -313,6 +315,9 @@ pub fn daemons() -> Vec<Daemon> {
             cipherdir: std::fs::canonicalize(&c).unwrap_or(c),
             mountpoint: absolute(&m),
             locked: argv.iter().any(|a| *a == b"--locked"),
+            read_only: argv
+                .windows(2)
+                .any(|w| w[0] == b"-o" && w[1].split(|&b| b == b',').any(|o| o == b"ro")),
         });
     }
     out.sort_by_key(|d| d.pid);
