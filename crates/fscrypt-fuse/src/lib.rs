@@ -311,7 +311,7 @@ fn new_session<F: fuser::Filesystem>(
     // names: the kernel resolves /proc/self/fd/N to exactly it.
     rustix::mount::mount(
         source.as_str(),
-        &mp.proc_path(),
+        mp.proc_path(),
         fstype.as_str(),
         flags,
         data.as_c_str(),
