@@ -14,8 +14,12 @@
 //! checked (`mounts.rs`): a non-empty directory (unless `--nonempty`), a
 //! mount or a dead mount already there, a mount point inside the vault or
 //! the vault inside it, and a vault mounted elsewhere are refused, each
-//! with a one-line reason. Without root, the daemon mounts through the
-//! setuid `fusermount3` and runs as the caller.
+//! with a one-line reason. The mount point is opened once there
+//! (`fscrypt_fuse::MountPoint`) and the daemon inherits that descriptor
+//! (`--mountpoint-fd`): it mounts on the directory that was checked, never
+//! on what the path names later. Without root, the daemon mounts through
+//! the setuid `fusermount3` and runs as the caller, on `/dev/fuse` unless
+//! `-o io_uring`.
 //!
 //! The same binary is the mount(8) helper when called as
 //! `mount.fscrypt-rs` (a symlink to `fscrypt-rs`), so an fstab line works:
@@ -24,7 +28,11 @@
 //! /srv/vault  /mnt/vault  fscrypt-rs  keyfile=/etc/fscrypt-rs/vault.key,allow_other,nofail  0  0
 //! ```
 //!
-//! mount(8) runs `mount.fscrypt-rs SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`.
+//! mount(8) runs `mount.fscrypt-rs SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`;
+//! on an existing mount (`mount -o remount,ro MOUNTPOINT`) it looks for
+//! `mount.fuse.fscrypt-rs` (the type in mountinfo is `fuse.fscrypt-rs`),
+//! the helper's second name, and passes `remount` among the options
+//! ([`remount`]).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
