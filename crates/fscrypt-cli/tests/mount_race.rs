@@ -185,6 +185,13 @@ fn mount8_remounts_a_vault_read_only_and_back() {
         echo after > "$MNT/g" || exit 100
         cat "$MNT/g"
         umount "$MNT" || exit 101
+        # A daemon started read-only refuses writes itself: rw is refused.
+        mount -t fscrypt-rs -o "ro,keyfile=$KEY" "$CIPHER" "$MNT" || exit 102
+        mount -o remount,rw "$MNT" 2>&1 | grep -q "started read-only" || exit 103
+        grep -q " $MNT ro," /proc/self/mountinfo || exit 104
+        umount "$MNT" || exit 105
+        # Not a fscrypt-rs mount: nothing is remounted.
+        /sbin/mount.fscrypt-rs "$CIPHER" "$SBIN" -o remount,ro 2>&1 | grep -q "not a fscrypt-rs mount" || exit 106
     "#;
     let child = Command::new("/usr/bin/unshare")
         .args([
