@@ -1,7 +1,7 @@
 //! The mount point is looked up once (issue 20, item 3): a root `mount`
 //! onto a directory another user controls cannot be redirected by swapping
 //! it for a symlink between the checks and the mount. And read-only
-//! remounts through the mount(8) helper (item 8).
+//! remounts through the mount(8) helper (item 8), and `-o noexec` honoured.
 //!
 //! The tests need root and /dev/fuse; without them they print a loud reason
 //! and return. The race is made deterministic by the documented test seam
@@ -242,4 +242,49 @@ fn mount8_remounts_a_vault_read_only_and_back() {
     assert!(status.success(), "{status}: {stdout}{stderr}");
     assert_eq!(stdout, "before\nafter\n", "{stderr}");
     assert!(!is_mounted(&mnt));
+}
+
+#[test]
+fn noexec_is_honoured_not_ignored() {
+    let test = "noexec_is_honoured_not_ignored";
+    if !can_mount(test) {
+        return;
+    }
+    let t = TempDir::new("noexec");
+    let (cipher, key) = vault(&t);
+    let mnt = t.sub("mnt");
+    let _clear = Clear(mnt.clone());
+    let run = |extra: &[&str]| {
+        let mut a: Vec<std::ffi::OsString> = vec![
+            "mount".into(),
+            cipher.clone().into(),
+            mnt.clone().into(),
+            "--key-file".into(),
+            key.clone().into(),
+        ];
+        a.extend(extra.iter().map(Into::into));
+        let a: Vec<&std::ffi::OsStr> = a.iter().map(|s| s.as_os_str()).collect();
+        let out = test_support::cli::run(Path::new(BIN), &a, b"");
+        assert!(out.status.success(), "mount: {}", text(&out.stderr));
+    };
+    run(&[]);
+    let script = mnt.join("hello.sh");
+    std::fs::write(&script, b"#!/bin/sh\necho hello\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        text(&Command::new(&script).output().unwrap().stdout),
+        "hello\n"
+    );
+    test_support::mount::unmount_with(Path::new(BIN), &mnt);
+    run(&["-o", "noexec"]);
+    let err = Command::new(&script).output().unwrap_err();
+    // EACCES: the kernel refuses to run a program from a noexec mount.
+    assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = info
+        .lines()
+        .find(|l| l.split(' ').nth(4) == mnt.to_str())
+        .unwrap();
+    assert!(line.contains(",noexec"), "{line}");
+    test_support::mount::unmount_with(Path::new(BIN), &mnt);
 }

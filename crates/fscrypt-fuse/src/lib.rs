@@ -76,6 +76,9 @@ pub struct MountConfig {
     /// Let device nodes open (`-o dev`); off by default (`nodev`). Root
     /// only: [`mount`] refuses it for any other caller.
     pub dev: bool,
+    /// Run no program from the mount (`-o noexec`, `MS_NOEXEC`); off by
+    /// default.
+    pub noexec: bool,
     /// Source name shown in /proc/mounts.
     pub fs_name: String,
     /// Serve through FUSE over io_uring when the kernel offers it (Linux
@@ -99,6 +102,7 @@ impl std::fmt::Debug for MountConfig {
             .field("allow_other", &self.allow_other)
             .field("suid", &self.suid)
             .field("dev", &self.dev)
+            .field("noexec", &self.noexec)
             .field("fs_name", &self.fs_name)
             .field("io_uring", &self.io_uring)
             .finish()
@@ -126,6 +130,9 @@ fn fuser_config(config: &MountConfig) -> fuser::Config {
     } else {
         fuser::MountOption::NoSuid
     });
+    if config.noexec {
+        opts.push(fuser::MountOption::NoExec);
+    }
     let mut c = fuser::Config::default();
     c.mount_options = opts;
     c.acl = if config.allow_other {
@@ -288,6 +295,7 @@ fn new_session<F: fuser::Filesystem>(
     for option in &fc.mount_options {
         match option {
             fuser::MountOption::RO => flags |= rustix::mount::MountFlags::RDONLY,
+            fuser::MountOption::NoExec => flags |= rustix::mount::MountFlags::NOEXEC,
             fuser::MountOption::DefaultPermissions => data.push_str(",default_permissions"),
             fuser::MountOption::Dev => dev_ok = true,
             fuser::MountOption::Suid => suid_ok = true,

@@ -79,7 +79,7 @@ pub struct Args {
     pub nonempty: bool,
     /// Mount options, comma-separated: ro or rw, allow_other, suid and dev
     /// (root only; the default is nosuid,nodev; the last of suid/nosuid
-    /// and of dev/nodev wins), nonempty, io_uring or noio_uring (serve
+    /// and of dev/nodev wins), noexec (or exec, the default), nonempty, io_uring or noio_uring (serve
     /// through FUSE over io_uring where the kernel offers it, or not; the
     /// default is io_uring for root, /dev/fuse for everyone else),
     /// fsname=NAME,
@@ -120,6 +120,8 @@ pub struct MountOptions {
     pub suid: bool,
     /// `dev` (root only; default `nodev`).
     pub dev: bool,
+    /// `noexec` (default `exec`).
+    pub noexec: bool,
     /// `fsname=`.
     pub fs_name: Option<String>,
     /// `keyfile=`.
@@ -154,8 +156,6 @@ const IGNORED: &[&str] = &[
     "group",
     // Always on: the kernel checks permissions on every mount.
     "default_permissions",
-    "exec",
-    "noexec",
     "atime",
     "noatime",
     "relatime",
@@ -188,6 +188,8 @@ impl MountOptions {
                 None if word == "nosuid" => o.suid = false,
                 None if word == "dev" => o.dev = true,
                 None if word == "nodev" => o.dev = false,
+                None if word == "exec" => o.noexec = false,
+                None if word == "noexec" => o.noexec = true,
                 None if word == "nonempty" => o.nonempty = true,
                 None if word == "io_uring" => {
                     uring_words.0 = true;
@@ -208,7 +210,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
                 ),
             }
         }
@@ -275,6 +277,9 @@ impl MountOptions {
         }
         if self.dev {
             w.push("dev".to_owned());
+        }
+        if self.noexec {
+            w.push("noexec".to_owned());
         }
         match self.io_uring {
             Some(true) => w.push("io_uring".to_owned()),
@@ -626,6 +631,7 @@ fn run_mount(
         allow_other: opts.allow_other,
         suid: opts.suid,
         dev: opts.dev,
+        noexec: opts.noexec,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
     };
     crate::support::heap::install();
@@ -842,9 +848,12 @@ mod tests {
         }
         assert!(MountOptions::parse(&w("rw"), false).is_ok_and(|o| !o.read_only));
         assert!(MountOptions::parse(&w("ro,ro"), false).is_ok_and(|o| o.read_only));
-        // suid/dev: the last one wins, as with mount(8).
-        let o = MountOptions::parse(&w("nosuid,suid,dev,nodev"), false).unwrap();
-        assert!(o.suid && !o.dev);
+        // suid/dev/exec: the last one wins, as with mount(8).
+        let o = MountOptions::parse(&w("nosuid,suid,dev,nodev,exec,noexec"), false).unwrap();
+        assert!(o.suid && !o.dev && o.noexec);
+        assert_eq!(o.to_words(), w("suid,noexec"));
+        let o = MountOptions::parse(&w("noexec,exec"), false).unwrap();
+        assert!(!o.noexec && o.to_words().is_empty());
     }
 
     #[test]
