@@ -128,6 +128,7 @@ fn option_string(fc: &fuser::Config) -> String {
             fuser::MountOption::DefaultPermissions => words.push("default_permissions".into()),
             fuser::MountOption::NoDev => words.push("nodev".into()),
             fuser::MountOption::NoSuid => words.push("nosuid".into()),
+            fuser::MountOption::NoExec => words.push("noexec".into()),
             // suid/dev are refused for non-root callers before we get here.
             _ => {}
         }
@@ -245,11 +246,12 @@ mod tests {
             fuser::MountOption::DefaultPermissions,
             fuser::MountOption::NoDev,
             fuser::MountOption::NoSuid,
+            fuser::MountOption::NoExec,
         ];
         fc.acl = fuser::SessionACL::All;
         assert_eq!(
             option_string(&fc),
-            r"fsname=/v\,1,subtype=fscrypt-rs,ro,default_permissions,nodev,nosuid,allow_other"
+            r"fsname=/v\,1,subtype=fscrypt-rs,ro,default_permissions,nodev,nosuid,noexec,allow_other"
         );
     }
 }

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -873,6 +873,19 @@ fn fuser_config(config: &ImageMountConfig) -> fuser::Config {
 /// # Errors
 /// [`Error::Mount`] when FUSE is unavailable or the mountpoint is bad.
 pub fn mount(img: Image, config: ImageMountConfig, mountpoint: &Path) -> Result<()> {
+    mount_on(img, config, &crate::MountPoint::open(mountpoint)?)
+}
+
+/// [`mount`] onto a mount point opened (and checked) before: the mount
+/// goes on exactly the directory it holds (see [`crate::MountPoint`]).
+///
+/// # Errors
+/// As [`mount`].
+pub fn mount_on(
+    img: Image,
+    config: ImageMountConfig,
+    mountpoint: &crate::MountPoint,
+) -> Result<()> {
     if let Err(e) =
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
     {
@@ -883,17 +896,9 @@ pub fn mount(img: Image, config: ImageMountConfig, mountpoint: &Path) -> Result<
             "/dev/fuse is missing (load the fuse module, install fuse3)".into(),
         ));
     }
-    let mountpoint: PathBuf = std::fs::canonicalize(mountpoint)
-        .map_err(|e| Error::Mount(format!("mountpoint {}: {e}", mountpoint.display())))?;
-    if !mountpoint.is_dir() {
-        return Err(Error::Mount(format!(
-            "mountpoint {} is not a directory",
-            mountpoint.display()
-        )));
-    }
     let fs = ImageFs::new(img)?;
     let fc = fuser_config(&config);
-    crate::serve(fs, fc, &mountpoint, None)
+    crate::serve(fs, fc, mountpoint, None)
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ mod handles;
 pub mod image;
 mod inodes;
 mod lock;
+mod mountpoint;
 mod ops;
 mod ring;
 pub mod stats;
@@ -43,6 +44,7 @@ pub use crate::inodes::{
     INODE_STATE_BYTES, InodeNo, Kind, ROOT, inode_table_slots, live_inodes, set_heap_trimmer,
 };
 pub use crate::lock::VaultLock;
+pub use crate::mountpoint::{MountPoint, parent_risk};
 pub use crate::stats::{Op, RequestStats, StatsSnapshot};
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).
 pub use fscrypt_vault as vault;
@@ -74,6 +76,9 @@ pub struct MountConfig {
     /// Let device nodes open (`-o dev`); off by default (`nodev`). Root
     /// only: [`mount`] refuses it for any other caller.
     pub dev: bool,
+    /// Run no program from the mount (`-o noexec`, `MS_NOEXEC`); off by
+    /// default.
+    pub noexec: bool,
     /// Source name shown in /proc/mounts.
     pub fs_name: String,
     /// Serve through FUSE over io_uring when the kernel offers it (Linux
@@ -97,6 +102,7 @@ impl std::fmt::Debug for MountConfig {
             .field("allow_other", &self.allow_other)
             .field("suid", &self.suid)
             .field("dev", &self.dev)
+            .field("noexec", &self.noexec)
             .field("fs_name", &self.fs_name)
             .field("io_uring", &self.io_uring)
             .finish()
@@ -124,6 +130,9 @@ fn fuser_config(config: &MountConfig) -> fuser::Config {
     } else {
         fuser::MountOption::NoSuid
     });
+    if config.noexec {
+        opts.push(fuser::MountOption::NoExec);
+    }
     let mut c = fuser::Config::default();
     c.mount_options = opts;
     c.acl = if config.allow_other {
@@ -163,7 +172,7 @@ struct Prepared {
     lock: VaultLock,
 }
 
-fn prepare(config: MountConfig, mountpoint: &Path) -> Result<Prepared> {
+fn prepare(config: MountConfig, mountpoint: &MountPoint) -> Result<Prepared> {
     if !Path::new("/dev/fuse").exists() {
         return Err(Error::Mount(
             "/dev/fuse is missing (load the fuse module, install fuse3)".into(),
@@ -172,7 +181,7 @@ fn prepare(config: MountConfig, mountpoint: &Path) -> Result<Prepared> {
     if !mountpoint.is_dir() {
         return Err(Error::Mount(format!(
             "mountpoint {} is not a directory",
-            mountpoint.display()
+            mountpoint.path().display()
         )));
     }
     if (config.suid || config.dev) && !rustix::process::geteuid().is_root() {
@@ -234,12 +243,20 @@ struct MountedSession<F: fuser::Filesystem> {
 
 fn new_session<F: fuser::Filesystem>(
     adapter: F,
-    mountpoint: &Path,
+    mp: &MountPoint,
     fc: fuser::Config,
     ring: Option<&ring::Ring>,
 ) -> Result<MountedSession<F>> {
     use std::os::fd::AsRawFd;
+    // Where the directory is now (it may have been renamed since it was
+    // opened; it is still the one that was checked).
+    let here = mp.current_path().unwrap_or_else(|| mp.path().to_path_buf());
+    let mountpoint = here.as_path();
     if !rustix::process::geteuid().is_root() {
+        // fusermount3 looks the path up once more, with the caller's own
+        // rights (it mounts `.` after chdir to it, and only where the
+        // caller may write): a swap there gains nothing over mounting on
+        // the target directly.
         let dev = fusermount::mount(mountpoint, &fc)?;
         if let Some(ring) = ring {
             ring.attach(&dev);
@@ -262,8 +279,7 @@ fn new_session<F: fuser::Filesystem>(
         rustix::fs::Mode::empty(),
     )
     .map_err(|e| Error::Mount(format!("opening /dev/fuse: {e}")))?;
-    let st = rustix::fs::stat(mountpoint)
-        .map_err(|e| Error::Mount(format!("{}: {e}", mountpoint.display())))?;
+    let st = mp.stat()?;
     // The kernel's FUSE mount options (fs/fuse/inode.c): the device fd,
     // the root's file type, and the mounting user.
     let mut data = format!(
@@ -279,6 +295,7 @@ fn new_session<F: fuser::Filesystem>(
     for option in &fc.mount_options {
         match option {
             fuser::MountOption::RO => flags |= rustix::mount::MountFlags::RDONLY,
+            fuser::MountOption::NoExec => flags |= rustix::mount::MountFlags::NOEXEC,
             fuser::MountOption::DefaultPermissions => data.push_str(",default_permissions"),
             fuser::MountOption::Dev => dev_ok = true,
             fuser::MountOption::Suid => suid_ok = true,
@@ -298,9 +315,11 @@ fn new_session<F: fuser::Filesystem>(
     }
     let data = std::ffi::CString::new(data)
         .map_err(|_| Error::Mount("FUSE mount options contain a NUL byte".into()))?;
+    // Onto the directory the descriptor holds, whatever its path now
+    // names: the kernel resolves /proc/self/fd/N to exactly it.
     rustix::mount::mount(
         source.as_str(),
-        mountpoint,
+        mp.proc_path(),
         fstype.as_str(),
         flags,
         data.as_c_str(),
@@ -319,7 +338,10 @@ fn new_session<F: fuser::Filesystem>(
             })
         }
         Err(e) => {
-            let _ = rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::DETACH);
+            let _ = rustix::mount::unmount(
+                mountpoint,
+                rustix::mount::UnmountFlags::DETACH | rustix::mount::UnmountFlags::NOFOLLOW,
+            );
             Err(Error::Io(e))
         }
     }
@@ -371,15 +393,23 @@ fn widen_readahead(mountpoint: &Path) {
 /// [`Error::Mount`] when FUSE is unavailable (naming why), the mountpoint is
 /// bad or the vault is mounted already, [`Error::Corrupt`]/[`Error::Io`]
 /// when the backing directory cannot be used.
-pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
+pub fn mount(config: MountConfig, mountpoint: &Path) -> Result<()> {
+    mount_on(config, &MountPoint::open(mountpoint)?)
+}
+
+/// [`mount`] onto a mount point opened (and checked) before: the mount
+/// goes on exactly the directory `mountpoint` holds, wherever its path now
+/// leads (see [`MountPoint`]).
+///
+/// # Errors
+/// As [`mount`].
+pub fn mount_on(mut config: MountConfig, mountpoint: &MountPoint) -> Result<()> {
     // This process is the daemon: nothing of it may reach a core file.
     if let Err(e) =
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
     {
         log::warn!("fscrypt-fuse: cannot make the daemon non-dumpable: {e}");
     }
-    let mountpoint = &std::fs::canonicalize(mountpoint)
-        .map_err(|e| Error::Mount(format!("mountpoint {}: {e}", mountpoint.display())))?;
     config.backing_dir = std::fs::canonicalize(&config.backing_dir).map_err(|e| {
         Error::Mount(format!(
             "backing directory {}: {e}",
@@ -395,13 +425,13 @@ pub fn mount(mut config: MountConfig, mountpoint: &Path) -> Result<()> {
     serve(adapter, fc, mountpoint, Some(&ring))
 }
 
-/// Serves `adapter` at `mountpoint` (canonical) until it is unmounted or
+/// Serves `adapter` at `mountpoint` until it is unmounted or
 /// the process gets SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
 /// `ring`: the mount's FUSE over io_uring, if it may have one.
 fn serve<F: fuser::Filesystem>(
     adapter: F,
     fc: fuser::Config,
-    mountpoint: &Path,
+    mountpoint: &MountPoint,
     ring: Option<&ring::Ring>,
 ) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -423,10 +453,11 @@ fn serve<F: fuser::Filesystem>(
     // (a busy mount refuses; Ctrl-C once the files are closed unmounts).
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     let handle = signals.handle();
-    let target = mountpoint.to_path_buf();
+    let mp = mountpoint.try_clone()?;
     let waiter = std::thread::spawn(move || {
         for sig in signals.forever() {
             log::info!("fscrypt-fuse: signal {sig}: unmounting");
+            let target = mp.current_path().unwrap_or_else(|| mp.path().to_path_buf());
             let result = if own_mount {
                 unmount(&target)
             } else {
@@ -519,18 +550,19 @@ impl Drop for BackgroundMount {
 /// # Errors
 /// As [`mount`].
 pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
+    let mp = MountPoint::open(mountpoint)?;
     let Prepared {
         adapter,
         ring,
         fc,
         lock,
-    } = prepare(config, mountpoint)?;
+    } = prepare(config, &mp)?;
     let stats = adapter.stats();
-    let MountedSession { session, own_mount } = new_session(adapter, mountpoint, fc, Some(&ring))?;
+    let MountedSession { session, own_mount } = new_session(adapter, &mp, fc, Some(&ring))?;
     let session = session.spawn().map_err(Error::Io)?;
     Ok(BackgroundMount {
         session: Some(session),
-        mountpoint: mountpoint.to_path_buf(),
+        mountpoint: mp.path().to_path_buf(),
         own_mount,
         stats,
         ring,
@@ -546,7 +578,8 @@ pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<Backgr
 /// that keep it busy), not mounted, or fusermount3's own message.
 pub fn unmount(mountpoint: &Path) -> Result<()> {
     if rustix::process::geteuid().is_root() {
-        match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::empty()) {
+        // Never through a symlink put where the mount point was.
+        match rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::NOFOLLOW) {
             Ok(()) => return Ok(()),
             Err(rustix::io::Errno::BUSY) => {
                 return Err(Error::Mount(busy::describe(mountpoint)));

@@ -53,6 +53,7 @@ pub fn open_fs(backing: impl AsRef<Path>, unlocked: bool) -> EncryptedFs {
 /// as on a local filesystem, for the POSIX suites).
 pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountConfig {
     MountConfig {
+        noexec: false,
         backing_dir: backing.to_path_buf(),
         policy,
         master_key: if unlocked { Some(master()) } else { None },

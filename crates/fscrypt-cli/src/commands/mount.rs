@@ -14,8 +14,12 @@
 //! checked (`mounts.rs`): a non-empty directory (unless `--nonempty`), a
 //! mount or a dead mount already there, a mount point inside the vault or
 //! the vault inside it, and a vault mounted elsewhere are refused, each
-//! with a one-line reason. Without root, the daemon mounts through the
-//! setuid `fusermount3` and runs as the caller.
+//! with a one-line reason. The mount point is opened once there
+//! (`fscrypt_fuse::MountPoint`) and the daemon inherits that descriptor
+//! (`--mountpoint-fd`): it mounts on the directory that was checked, never
+//! on what the path names later. Without root, the daemon mounts through
+//! the setuid `fusermount3` and runs as the caller, on `/dev/fuse` unless
+//! `-o io_uring`.
 //!
 //! The same binary is the mount(8) helper when called as
 //! `mount.fscrypt-rs` (a symlink to `fscrypt-rs`), so an fstab line works:
@@ -24,7 +28,11 @@
 //! /srv/vault  /mnt/vault  fscrypt-rs  keyfile=/etc/fscrypt-rs/vault.key,allow_other,nofail  0  0
 //! ```
 //!
-//! mount(8) runs `mount.fscrypt-rs SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`.
+//! mount(8) runs `mount.fscrypt-rs SOURCE MOUNTPOINT [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`;
+//! on an existing mount (`mount -o remount,ro MOUNTPOINT`) it looks for
+//! `mount.fuse.fscrypt-rs` (the type in mountinfo is `fuse.fscrypt-rs`),
+//! the helper's second name, and passes `remount` among the options
+//! ([`remount`]).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -69,10 +77,12 @@ pub struct Args {
     /// until the vault is unmounted); `-o nonempty` in fstab.
     #[arg(long)]
     pub nonempty: bool,
-    /// Mount options, comma-separated: ro, rw, allow_other, suid and dev
-    /// (root only; the default is nosuid,nodev), nonempty, noio_uring
-    /// (serve /dev/fuse even where the kernel offers FUSE over io_uring;
-    /// io_uring, the default, is accepted), fsname=NAME,
+    /// Mount options, comma-separated: ro or rw, allow_other, suid and dev
+    /// (root only; the default is nosuid,nodev; the last of suid/nosuid
+    /// and of dev/nodev wins), noexec (or exec, the default), nonempty, io_uring or noio_uring (serve
+    /// through FUSE over io_uring where the kernel offers it, or not; the
+    /// default is io_uring for root, /dev/fuse for everyone else),
+    /// fsname=NAME,
     /// and for fstab keyfile=PATH, passfile=PATH or extpass=CMD (as
     /// --key-file, --passfile, --extpass; write a space in CMD as \040 in
     /// fstab; CMD cannot contain a comma), and the fstab-only options
@@ -93,6 +103,10 @@ pub struct Args {
     /// background parent when it starts the daemon).
     #[arg(long, hide = true)]
     pub master_key_stdin: bool,
+    /// Internal: the mount point as the descriptor the parent opened and
+    /// checked (inherited), so the daemon never looks the path up again.
+    #[arg(long, hide = true)]
+    pub mountpoint_fd: Option<i32>,
 }
 
 /// Mount options after parsing `-o`.
@@ -106,6 +120,8 @@ pub struct MountOptions {
     pub suid: bool,
     /// `dev` (root only; default `nodev`).
     pub dev: bool,
+    /// `noexec` (default `exec`).
+    pub noexec: bool,
     /// `fsname=`.
     pub fs_name: Option<String>,
     /// `keyfile=`.
@@ -116,8 +132,13 @@ pub struct MountOptions {
     pub extpass: Option<String>,
     /// `nonempty`: mount over a non-empty directory.
     pub nonempty: bool,
-    /// `noio_uring`: never serve through FUSE over io_uring.
-    pub no_io_uring: bool,
+    /// `io_uring` (`Some(true)`) or `noio_uring` (`Some(false)`); neither:
+    /// FUSE over io_uring for root's mounts only ([`MountOptions::use_io_uring`]).
+    pub io_uring: Option<bool>,
+    /// `remount` (the mount(8) helper only: change ro/rw of a mount).
+    pub remount: bool,
+    /// `rw` was given (only to refuse `ro,rw`).
+    rw: bool,
 }
 
 /// Options mount(8) may pass from fstab that mean nothing to a FUSE
@@ -133,11 +154,8 @@ const IGNORED: &[&str] = &[
     "nouser",
     "owner",
     "group",
-    "rw",
     // Always on: the kernel checks permissions on every mount.
     "default_permissions",
-    "exec",
-    "noexec",
     "atime",
     "noatime",
     "relatime",
@@ -150,33 +168,49 @@ const IGNORED: &[&str] = &[
 ];
 
 impl MountOptions {
-    /// Parses `-o` option words.
+    /// Parses `-o` option words. `suid`/`nosuid` and `dev`/`nodev`: the
+    /// last one given wins, as with mount(8). `ro` with `rw`, and
+    /// `io_uring` with `noio_uring`, contradict each other and are refused.
     ///
     /// # Errors
-    /// An unknown option (unless `sloppy`), an empty `keyfile=`/`fsname=`.
+    /// An unknown option (unless `sloppy`), an empty `keyfile=`/`fsname=`,
+    /// a contradictory pair.
     pub fn parse(words: &[String], sloppy: bool) -> anyhow::Result<MountOptions> {
         let mut o = MountOptions::default();
+        let mut uring_words = (false, false);
         for word in words.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
             match word.split_once('=') {
                 None if word == "ro" => o.read_only = true,
+                None if word == "rw" => o.rw = true,
+                None if word == "remount" => o.remount = true,
                 None if word == "allow_other" => o.allow_other = true,
                 None if word == "suid" => o.suid = true,
                 None if word == "nosuid" => o.suid = false,
                 None if word == "dev" => o.dev = true,
                 None if word == "nodev" => o.dev = false,
+                None if word == "exec" => o.noexec = false,
+                None if word == "noexec" => o.noexec = true,
                 None if word == "nonempty" => o.nonempty = true,
-                None if word == "io_uring" => o.no_io_uring = false,
-                None if word == "noio_uring" => o.no_io_uring = true,
+                None if word == "io_uring" => {
+                    uring_words.0 = true;
+                    o.io_uring = Some(true);
+                }
+                None if word == "noio_uring" => {
+                    uring_words.1 = true;
+                    o.io_uring = Some(false);
+                }
                 None if IGNORED.contains(&word) => {}
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
                 Some(("passfile", v)) if !v.is_empty() => o.passfile = Some(PathBuf::from(v)),
                 Some(("extpass", v)) if !v.is_empty() => o.extpass = Some(v.to_owned()),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
                 Some(("comment", _)) => {}
+                // What mount(8) passes back from mountinfo on a remount.
+                Some(("user_id" | "group_id", _)) if o.remount => {}
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, nonempty, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
                 ),
             }
         }
@@ -192,7 +226,25 @@ impl MountOptions {
         {
             bail!("give only one of the mount options keyfile=, passfile= and extpass=");
         }
+        if o.read_only && o.rw {
+            bail!("the mount options ro and rw contradict each other: give one of them");
+        }
+        if uring_words.0 && uring_words.1 {
+            bail!(
+                "the mount options io_uring and noio_uring contradict each other: give one of them"
+            );
+        }
         Ok(o)
+    }
+
+    /// Whether to serve through FUSE over io_uring (where the kernel offers
+    /// it): as asked with `io_uring`/`noio_uring`, else only for a root
+    /// daemon. Without root it is opt-in: the kernel waits for a ring
+    /// request without letting its caller be killed, so the callers of a
+    /// stopped (SIGSTOP, debugger) ring daemon hang unkillable until it
+    /// runs again or its connection is aborted (README).
+    pub fn use_io_uring(&self, root: bool) -> bool {
+        self.io_uring.unwrap_or(root)
     }
 
     /// Refuses `suid`/`dev` for a caller who is not root: honouring setuid
@@ -226,8 +278,13 @@ impl MountOptions {
         if self.dev {
             w.push("dev".to_owned());
         }
-        if self.no_io_uring {
-            w.push("noio_uring".to_owned());
+        if self.noexec {
+            w.push("noexec".to_owned());
+        }
+        match self.io_uring {
+            Some(true) => w.push("io_uring".to_owned()),
+            Some(false) => w.push("noio_uring".to_owned()),
+            None => {}
         }
         if let Some(name) = &self.fs_name {
             w.push(format!("fsname={name}"));
@@ -255,11 +312,21 @@ enum Key {
 /// Name under which the binary acts as the mount(8) helper.
 pub const HELPER_NAME: &str = "mount.fscrypt-rs";
 
-/// True when argv[0]'s file name is [`HELPER_NAME`].
+/// The helper's second name: mount(8) looks for `mount.fuse.fscrypt-rs`
+/// when it works on an existing mount (type `fuse.fscrypt-rs` in
+/// mountinfo, as for `mount -o remount,ro MOUNTPOINT`), before fuse3's
+/// generic `mount.fuse`, which would run `fscrypt-rs SOURCE MOUNTPOINT`.
+pub const HELPER_NAME_FUSE: &str = "mount.fuse.fscrypt-rs";
+
+/// True when argv[0]'s file name is [`HELPER_NAME`] or [`HELPER_NAME_FUSE`].
 pub fn invoked_as_helper() -> bool {
     std::env::args_os()
         .next()
-        .and_then(|a| Path::new(&a).file_name().map(|n| n == HELPER_NAME))
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n == HELPER_NAME || n == HELPER_NAME_FUSE)
+        })
         .unwrap_or(false)
 }
 
@@ -317,6 +384,7 @@ pub fn parse_helper_args(
         sloppy,
         log_file: None,
         master_key_stdin: false,
+        mountpoint_fd: None,
     };
     Ok((args, fake))
 }
@@ -327,6 +395,8 @@ pub fn helper_main() -> ExitCode {
     let result = parse_helper_args(std::env::args_os().skip(1)).and_then(|(args, fake)| {
         if fake {
             Ok(ExitCode::SUCCESS)
+        } else if args.options.iter().any(|w| w.trim() == "remount") {
+            remount(&args)
         } else {
             exec(args)
         }
@@ -339,6 +409,91 @@ pub fn helper_main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `mount -o remount,ro MOUNTPOINT` (and `remount,rw`) through the
+/// helper: flips the read-only flag of the fscrypt-rs mount at
+/// `args.mountpoint` with `mount(2)` `MS_REMOUNT` (the kernel's FUSE
+/// superblock accepts a change of `MS_RDONLY`; writes then fail with EROFS
+/// before they reach the daemon). The mount's other flags (nosuid, nodev,
+/// noexec, atime) are kept as /proc/self/mountinfo shows them; nothing
+/// else can change without a new mount. The mount point is opened once
+/// (without following a final symlink) and remounted through that
+/// descriptor.
+///
+/// # Errors
+/// Not root, neither `ro` nor `rw`, not a fscrypt-rs mount, `rw` for a
+/// daemon started with `ro` (it refuses writes itself), the kernel's
+/// refusal.
+pub fn remount(args: &Args) -> anyhow::Result<ExitCode> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::mount::MountFlags;
+    let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    if !opts.read_only && !opts.rw {
+        bail!("remount changes only ro/rw: give -o remount,ro or -o remount,rw");
+    }
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "remounting needs root (the kernel lets only root remount); unmount and mount again \
+             with or without -o ro instead"
+        );
+    }
+    let path = crate::support::mounts::absolute(&args.mountpoint);
+    let fd = rustix::fs::open(
+        &path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .with_context(|| format!("mount point {}", path.display()))?;
+    let st = rustix::fs::fstat(&fd).with_context(|| format!("{}", path.display()))?;
+    let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
+    let table = fscrypt_linux::mountinfo::read_mountinfo()?;
+    let Some(m) = table.iter().rev().find(|m| {
+        m.mount_point == path
+            && m.fs_type == crate::support::mounts::FS_TYPE
+            && (m.major, m.minor) == (major, minor)
+    }) else {
+        bail!(
+            "{} is not a fscrypt-rs mount: nothing to remount",
+            path.display()
+        );
+    };
+    if !opts.read_only
+        && crate::support::mounts::daemons()
+            .iter()
+            .any(|d| d.mountpoint == path && d.read_only)
+    {
+        bail!(
+            "the daemon of {} was started read-only (-o ro) and refuses writes itself: unmount \
+             it and mount it again without ro",
+            path.display()
+        );
+    }
+    let mut flags = MountFlags::empty();
+    if opts.read_only {
+        flags |= MountFlags::RDONLY;
+    }
+    let words: Vec<&str> = m.mount_options.split(',').collect();
+    for (word, flag) in [
+        ("nosuid", MountFlags::NOSUID),
+        ("nodev", MountFlags::NODEV),
+        ("noexec", MountFlags::NOEXEC),
+        ("noatime", MountFlags::NOATIME),
+        ("nodiratime", MountFlags::NODIRATIME),
+        ("relatime", MountFlags::RELATIME),
+    ] {
+        if words.contains(&word) {
+            flags |= flag;
+        }
+    }
+    if !words.contains(&"noatime") && !words.contains(&"relatime") {
+        flags |= MountFlags::STRICTATIME;
+    }
+    // Through the descriptor: exactly the mount checked above.
+    let target = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    rustix::mount::mount_remount(target.as_str(), flags, c"")
+        .with_context(|| format!("remounting {}", path.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `fscrypt-rs mount`.
@@ -357,6 +512,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    if opts.remount {
+        bail!(
+            "remount is for the mount(8) helper (mount -o remount,ro MOUNTPOINT); `fscrypt-rs \
+             mount` makes new mounts only"
+        );
+    }
     opts.check_privilege()?;
     let vault = Vault::open(&args.cipherdir)?;
     // Before any secret is asked for: where the vault would go, and
@@ -416,6 +577,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     };
+    pause_for_tests();
     if args.foreground {
         let master = match &key {
             Key::Locked => None,
@@ -427,12 +589,32 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     spawn_daemon(&args, &opts, &mountpoint, &key)
 }
 
+/// Test seam, for the tests of the mount-point race only: when the
+/// environment variable [`PAUSE_ENV`] names a directory, the checks done,
+/// `PAUSED` is created in it and the mount waits (at most 60 s) until
+/// `RESUME` appears there, so that a test can swap the mount point at the
+/// worst moment. It only delays; without the variable it does nothing.
+pub(crate) fn pause_for_tests() {
+    let Some(dir) = std::env::var_os(PAUSE_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let _ = std::fs::write(dir.join("PAUSED"), b"");
+    let start = Instant::now();
+    while !dir.join("RESUME").exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The environment variable of [`pause_for_tests`].
+pub const PAUSE_ENV: &str = "FSCRYPT_RS_TEST_PAUSE_BEFORE_MOUNT";
+
 /// Mounts in this process and blocks until unmounted.
 fn run_mount(
     vault: &Vault,
     master: Option<fscrypt::MasterKey>,
     opts: &MountOptions,
-    mountpoint: &Path,
+    mountpoint: &fscrypt_fuse::MountPoint,
     cipherdir: &Path,
 ) -> anyhow::Result<()> {
     let backing_dir =
@@ -449,11 +631,12 @@ fn run_mount(
         allow_other: opts.allow_other,
         suid: opts.suid,
         dev: opts.dev,
-        io_uring: !opts.no_io_uring,
+        noexec: opts.noexec,
+        io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
     };
     crate::support::heap::install();
-    fscrypt_fuse::mount(config, mountpoint)
-        .with_context(|| format!("mounting {}", mountpoint.display()))?;
+    fscrypt_fuse::mount_on(config, mountpoint)
+        .with_context(|| format!("mounting {}", mountpoint.path().display()))?;
     Ok(())
 }
 
@@ -482,8 +665,10 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
         64 => Some(vault.master_key_from_bytes(&raw[..64])?),
         n => bail!("expected a 64-byte master key from the parent, got {n} bytes"),
     };
-    let mountpoint = std::fs::canonicalize(&args.mountpoint)
-        .with_context(|| format!("mount point {}", args.mountpoint.display()))?;
+    let mountpoint = match args.mountpoint_fd {
+        Some(fd) => fscrypt_fuse::MountPoint::inherited(fd)?,
+        None => fscrypt_fuse::MountPoint::open(&args.mountpoint)?,
+    };
     run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -519,10 +704,14 @@ pub(crate) fn open_log_file(path: &Path) -> anyhow::Result<std::fs::File> {
 fn spawn_daemon(
     args: &Args,
     opts: &MountOptions,
-    mountpoint: &Path,
+    mp: &fscrypt_fuse::MountPoint,
     key: &Key,
 ) -> anyhow::Result<ExitCode> {
+    let mountpoint = mp.path();
     let before = mount_count(mountpoint)?;
+    // The daemon mounts on this very directory (inherited), not on
+    // whatever the path names by then.
+    let inherited = mp.inheritable()?;
     let exe = std::env::current_exe().context("locating the fscrypt-rs executable")?;
     let cipherdir = std::fs::canonicalize(&args.cipherdir)
         .with_context(|| format!("{}", args.cipherdir.display()))?;
@@ -531,7 +720,9 @@ fn spawn_daemon(
         .arg(&cipherdir)
         .arg(mountpoint)
         .arg("--foreground")
-        .arg("--master-key-stdin");
+        .arg("--master-key-stdin")
+        .arg("--mountpoint-fd")
+        .arg(std::os::fd::AsRawFd::as_raw_fd(&inherited).to_string());
     if args.locked {
         cmd.arg("--locked");
     }
@@ -548,6 +739,7 @@ fn spawn_daemon(
     }
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(log);
     let mut child = cmd.spawn().context("starting the mount daemon")?;
+    drop(inherited);
     {
         let mut stdin = child.stdin.take().context("daemon stdin")?;
         if let Key::Raw(raw) = key {
@@ -557,11 +749,12 @@ fn spawn_daemon(
         }
         // Dropping closes the pipe: the daemon sees end of file.
     }
-    wait_for_mount(child, mountpoint, before)
+    wait_for_mount(child, mp, before)
 }
 
 /// Waits until a mount daemon started as a child (its status pipe on
-/// stdout) has added a mount at `mountpoint` (more than `before`), or has
+/// stdout) has added a mount on the directory `mountpoint` holds (more
+/// than `before`; found where that directory is now), or has
 /// exited: its one-line message becomes the error. Kills it after
 /// [`MOUNT_TIMEOUT`].
 ///
@@ -569,7 +762,7 @@ fn spawn_daemon(
 /// The daemon's message, its exit, or the timeout.
 pub(crate) fn wait_for_mount(
     mut child: std::process::Child,
-    mountpoint: &Path,
+    mountpoint: &fscrypt_fuse::MountPoint,
     before: usize,
 ) -> anyhow::Result<ExitCode> {
     let mut status_pipe = child.stdout.take().context("daemon stdout")?;
@@ -594,7 +787,10 @@ pub(crate) fn wait_for_mount(
             }
             bail!("{msg}");
         }
-        if mount_count(mountpoint)? > before {
+        let here = mountpoint
+            .current_path()
+            .unwrap_or_else(|| mountpoint.path().to_path_buf());
+        if mount_count(&here)? > before {
             return Ok(ExitCode::SUCCESS);
         }
         if start.elapsed() > MOUNT_TIMEOUT {
@@ -634,6 +830,45 @@ mod tests {
         assert!(MountOptions::parse(&w("bogus"), false).is_err());
         assert!(MountOptions::parse(&w("bogus"), true).is_ok());
         assert!(MountOptions::parse(&w("keyfile="), false).is_err());
+    }
+
+    #[test]
+    fn contradictory_options_are_refused() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        for bad in [
+            "ro,rw",
+            "rw,ro",
+            "io_uring,noio_uring",
+            "noio_uring,io_uring",
+        ] {
+            let e = MountOptions::parse(&w(bad), false).unwrap_err().to_string();
+            assert!(e.contains("contradict"), "{bad}: {e}");
+            // Not even sloppy (-s) lets them through.
+            assert!(MountOptions::parse(&w(bad), true).is_err(), "{bad}");
+        }
+        assert!(MountOptions::parse(&w("rw"), false).is_ok_and(|o| !o.read_only));
+        assert!(MountOptions::parse(&w("ro,ro"), false).is_ok_and(|o| o.read_only));
+        // suid/dev/exec: the last one wins, as with mount(8).
+        let o = MountOptions::parse(&w("nosuid,suid,dev,nodev,exec,noexec"), false).unwrap();
+        assert!(o.suid && !o.dev && o.noexec);
+        assert_eq!(o.to_words(), w("suid,noexec"));
+        let o = MountOptions::parse(&w("noexec,exec"), false).unwrap();
+        assert!(!o.noexec && o.to_words().is_empty());
+    }
+
+    #[test]
+    fn io_uring_is_opt_in_without_root() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let none = MountOptions::parse(&[], false).unwrap();
+        assert!(none.use_io_uring(true));
+        assert!(!none.use_io_uring(false));
+        assert!(none.to_words().is_empty());
+        let on = MountOptions::parse(&w("io_uring"), false).unwrap();
+        assert!(on.use_io_uring(false) && on.use_io_uring(true));
+        assert_eq!(on.to_words(), w("io_uring"));
+        let off = MountOptions::parse(&w("noio_uring"), false).unwrap();
+        assert!(!off.use_io_uring(true) && !off.use_io_uring(false));
+        assert_eq!(off.to_words(), w("noio_uring"));
     }
 
     #[test]

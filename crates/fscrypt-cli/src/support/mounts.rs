@@ -65,8 +65,10 @@ pub fn clear_command(mountpoint: &Path) -> String {
     format!("fusermount3 -u {}", mountpoint.display())
 }
 
-/// Checks the mount point before anything is unlocked; returns it
-/// canonical.
+/// Checks the mount point before anything is unlocked; returns it opened
+/// (`O_PATH`, see [`fscrypt_fuse::MountPoint`]): the mount must go on that
+/// descriptor, never on the path looked up again. Prints one warning line
+/// when another user could swap the mount point ([`fscrypt_fuse::parent_risk`]).
 ///
 /// # Errors
 /// A dead FUSE mount there (with the command that clears it), a missing or
@@ -78,7 +80,7 @@ pub fn check_mountpoint(
     backing: &Path,
     mountpoint: &Path,
     allow_nonempty: bool,
-) -> anyhow::Result<PathBuf> {
+) -> anyhow::Result<fscrypt_fuse::MountPoint> {
     let abs = absolute(mountpoint);
     let stat = if is_dead_mount(&abs) {
         Err(rustix::io::Errno::NOTCONN)
@@ -105,7 +107,9 @@ pub fn check_mountpoint(
         }
         Ok(_) => {}
     }
-    let mp = std::fs::canonicalize(&abs)?;
+    // Looked up once; every check below is on this directory.
+    let dir = fscrypt_fuse::MountPoint::open(&abs)?;
+    let mp = dir.path().to_path_buf();
     if let Some(m) = mount_at(&mp) {
         bail!(
             "{} is already a mount point ({} {}): unmount it first (`fscrypt-rs unmount {0}` or \
@@ -137,7 +141,7 @@ pub fn check_mountpoint(
         );
     }
     if !allow_nonempty {
-        let entries = std::fs::read_dir(&mp)?.count();
+        let entries = dir.entries()?;
         if entries > 0 {
             bail!(
                 "mount point {} is not empty: its {entries} {} would be hidden under the mount \
@@ -147,7 +151,18 @@ pub fn check_mountpoint(
             );
         }
     }
-    Ok(mp)
+    if let Some(why) = dir.parent_stat().ok().and_then(|parent| {
+        let me = rustix::process::geteuid().as_raw();
+        fscrypt_fuse::parent_risk(&parent, &dir.stat().ok()?, me)
+    }) {
+        eprintln!(
+            "fscrypt-rs: warning: another user could replace the mount point {} ({why}); it is \
+             mounted on the directory checked now, but prefer a directory only you and root can \
+             change",
+            mp.display()
+        );
+    }
+    Ok(dir)
 }
 
 /// Refuses a vault that a live daemon serves already (its lock is held),
@@ -216,6 +231,8 @@ pub struct Daemon {
     pub mountpoint: PathBuf,
     /// Mounted `--locked`.
     pub locked: bool,
+    /// Started with `-o ro` (it refuses writes itself).
+    pub read_only: bool,
 }
 
 /// Options of `fscrypt-rs mount` that take a value (skipped when looking
@@ -226,6 +243,7 @@ const VALUE_OPTIONS: &[&[u8]] = &[
     b"--log-file",
     b"--passfile",
     b"--extpass",
+    b"--mountpoint-fd",
 ];
 
 /// The two positional arguments (cipherdir, mount point) of a `mount`
@@ -297,6 +315,9 @@ pub fn daemons() -> Vec<Daemon> {
             cipherdir: std::fs::canonicalize(&c).unwrap_or(c),
             mountpoint: absolute(&m),
             locked: argv.iter().any(|a| *a == b"--locked"),
+            read_only: argv
+                .windows(2)
+                .any(|w| w[0] == b"-o" && w[1].split(|&b| b == b',').any(|o| o == b"ro")),
         });
     }
     out.sort_by_key(|d| d.pid);

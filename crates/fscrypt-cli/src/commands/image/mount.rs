@@ -45,6 +45,10 @@ pub struct Args {
     /// Internal: this is the daemon half (errors on stdout).
     #[arg(long, hide = true)]
     pub daemon_child: bool,
+    /// Internal: the mount point as the descriptor the parent opened and
+    /// checked (inherited), so the daemon never looks the path up again.
+    #[arg(long, hide = true)]
+    pub mountpoint_fd: Option<i32>,
 }
 
 #[derive(Debug, Default)]
@@ -75,13 +79,22 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     secret::protect_process();
     if args.daemon_child {
         let _ = rustix::process::setsid();
-        return Ok(match serve(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                let _ = writeln!(std::io::stdout(), "{}", crate::error_text(&e));
-                ExitCode::FAILURE
-            }
-        });
+        let mp = match args.mountpoint_fd {
+            Some(fd) => fscrypt_fuse::MountPoint::inherited(fd),
+            None => fscrypt_fuse::MountPoint::open(&args.mountpoint),
+        };
+        return Ok(
+            match mp
+                .map_err(anyhow::Error::from)
+                .and_then(|mp| serve(&args, &mp))
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    let _ = writeln!(std::io::stdout(), "{}", crate::error_text(&e));
+                    ExitCode::FAILURE
+                }
+            },
+        );
     }
     parse_options(&args.options)?;
     let image = std::fs::canonicalize(&args.image.image)
@@ -90,14 +103,15 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         crate::support::mounts::check_mountpoint(&image, &args.mountpoint, args.nonempty)?;
     // Refuse a bad image or key file here, before any daemon.
     drop(args.image.open()?);
+    crate::commands::mount::pause_for_tests();
     if args.foreground {
-        serve(&args)?;
+        serve(&args, &mountpoint)?;
         return Ok(ExitCode::SUCCESS);
     }
     spawn_daemon(&args, &image, &mountpoint)
 }
 
-fn serve(args: &Args) -> anyhow::Result<()> {
+fn serve(args: &Args, mountpoint: &fscrypt_fuse::MountPoint) -> anyhow::Result<()> {
     let opts = parse_options(&args.options)?;
     let img = args.image.open()?;
     let fs_name = opts
@@ -108,8 +122,8 @@ fn serve(args: &Args) -> anyhow::Result<()> {
         allow_other: opts.allow_other,
         fs_name,
     };
-    fscrypt_fuse::image::mount(img, config, &args.mountpoint)
-        .with_context(|| format!("mounting {}", args.mountpoint.display()))?;
+    fscrypt_fuse::image::mount_on(img, config, mountpoint)
+        .with_context(|| format!("mounting {}", mountpoint.path().display()))?;
     Ok(())
 }
 
@@ -117,8 +131,15 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))
 }
 
-fn spawn_daemon(args: &Args, image: &Path, mountpoint: &Path) -> anyhow::Result<ExitCode> {
+fn spawn_daemon(
+    args: &Args,
+    image: &Path,
+    mp: &fscrypt_fuse::MountPoint,
+) -> anyhow::Result<ExitCode> {
+    let mountpoint = mp.path();
     let before = mount_count(mountpoint)?;
+    // The daemon mounts on this very directory (inherited).
+    let inherited = mp.inheritable()?;
     let exe = std::env::current_exe().context("locating the fscrypt-rs executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("image")
@@ -126,7 +147,9 @@ fn spawn_daemon(args: &Args, image: &Path, mountpoint: &Path) -> anyhow::Result<
         .arg(image)
         .arg(mountpoint)
         .arg("--foreground")
-        .arg("--daemon-child");
+        .arg("--daemon-child")
+        .arg("--mountpoint-fd")
+        .arg(std::os::fd::AsRawFd::as_raw_fd(&inherited).to_string());
     for f in &args.image.key_files {
         cmd.arg("--key-file").arg(absolute(f)?);
     }
@@ -145,7 +168,8 @@ fn spawn_daemon(args: &Args, image: &Path, mountpoint: &Path) -> anyhow::Result<
     };
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
     let child = cmd.spawn().context("starting the mount daemon")?;
-    wait_for_mount(child, mountpoint, before)
+    drop(inherited);
+    wait_for_mount(child, mp, before)
 }
 
 #[cfg(test)]
