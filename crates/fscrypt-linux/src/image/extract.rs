@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, CWD, Mode, Timespec, Timestamps};
 
 use super::read::{Contents, Piece};
-use super::{Crypt, Image, ImageError, Node, join};
+use super::{Crypt, Image, ImageError, Node, join, safe_name};
 use crate::ext4::InodeKind;
 
 /// What to restore besides contents.
@@ -101,15 +101,6 @@ fn temp_name(dest: &Path) -> PathBuf {
         name.drain(1..name.len() - 255 + 1);
     }
     dest.with_file_name(OsStr::from_bytes(&name))
-}
-
-/// A name from the image that is safe as one path component here.
-fn safe_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && name != b"."
-        && name != b".."
-        && !name.iter().any(|&c| c == b'/' || c == 0)
 }
 
 fn ts((sec, nsec): (i64, u32)) -> Timespec {
