@@ -739,14 +739,7 @@ fn writes_in_the_last_window_are_kept() {
     std::fs::write(d.join("sub/linked"), "v1").unwrap();
     std::fs::hard_link(d.join("sub/linked"), d.join("other-name")).unwrap();
     std::fs::write(d.join("same"), "unchanged").unwrap();
-    let fifo = env.tmp.join("pause");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = fifo(&env, "pause");
     let key = env.key();
     let mut child = env
         .cmd(&[
@@ -766,26 +759,7 @@ fn writes_in_the_last_window_are_kept() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Opening the FIFO for writing returns once the conversion opened it:
-    // it is then paused just before the exchange.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let f2 = fifo.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(std::fs::OpenOptions::new().write(true).open(&f2));
-    });
-    let start = Instant::now();
-    let writer = loop {
-        if let Ok(w) = rx.try_recv() {
-            break w.unwrap();
-        }
-        if let Some(st) = child.try_wait().unwrap() {
-            let _ = std::fs::File::open(&fifo); // unblock the thread
-            let o = child.wait_with_output().unwrap();
-            panic!("exited ({st}) before pausing: {}", text(&o));
-        }
-        assert!(start.elapsed() < Duration::from_secs(300), "never paused");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let writer = paused(&mut child, &fifo);
     assert!(!encrypted(&d), "paused after the exchange");
     std::fs::write(d.join("new-file"), "written in the window").unwrap();
     std::fs::create_dir(d.join("new-dir")).unwrap();
@@ -815,6 +789,116 @@ fn writes_in_the_last_window_are_kept() {
     assert_eq!(std::fs::read(d.join("same")).unwrap(), b"unchanged");
     assert_same(&before, &snapshot(&d), "after the window");
     assert!(!env.mnt().join(".win.fscrypt-convert").exists());
+}
+
+/// A FIFO at `tmp/name` for the `FSCRYPT_RS_TEST_PAUSE_*` test seams.
+fn fifo(env: &Env, name: &str) -> PathBuf {
+    let f = env.tmp.join(name);
+    assert!(Command::new("mkfifo").arg(&f).status().unwrap().success());
+    f
+}
+
+/// Waits until `child` opened `fifo` (it is then paused at the seam) and
+/// returns the writing end: dropping it lets the child go on.
+fn paused(child: &mut std::process::Child, fifo: &Path) -> std::fs::File {
+    // Opening for writing returns once the reader opened it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f2 = fifo.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::OpenOptions::new().write(true).open(&f2));
+    });
+    let start = Instant::now();
+    loop {
+        if let Ok(w) = rx.try_recv() {
+            return w.unwrap();
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            let _ = std::fs::File::open(fifo); // unblock the thread
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("exited ({st}) before pausing at {}: {err}", fifo.display());
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "never paused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Issue 20 item 2: a file changed in the last window whose copy in DIR
+/// was changed too after the exchange cannot be copied in: the conversion
+/// keeps the changed plaintext in the work directory, names it and exits
+/// 1 (DIR stays encrypted with the later change); once the user moved it
+/// away, a rerun finishes.
+#[test]
+fn a_conflict_after_the_window_is_kept_and_named() {
+    let Some(env) = Env::new("convert_window_conflict", 64) else {
+        return;
+    };
+    let d = env.mnt().join("conf");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("x"), "v1").unwrap();
+    std::fs::write(d.join("y"), "untouched").unwrap();
+    let (before, after) = (fifo(&env, "before"), fifo(&env, "after"));
+    let key = env.key();
+    let mut cmd = env.cmd(&[
+        "encrypt",
+        p(&d),
+        "--convert",
+        "--source",
+        "raw_key",
+        "--name",
+        "c",
+        "--key",
+        p(&key),
+    ]);
+    cmd.env("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP", &before)
+        .env("FSCRYPT_RS_TEST_PAUSE_AFTER_SWAP", &after)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let w = paused(&mut child, &before);
+    std::fs::write(d.join("x"), "v2 in the window").unwrap();
+    drop(w);
+    let w = paused(&mut child, &after);
+    assert!(encrypted(&d));
+    std::fs::write(d.join("x"), "v3 after the swap").unwrap();
+    drop(w);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("x changed while"), "{}", text(&o));
+    assert!(encrypted(&d));
+    assert_eq!(std::fs::read(d.join("x")).unwrap(), b"v3 after the swap");
+    assert_eq!(std::fs::read(d.join("y")).unwrap(), b"untouched");
+    let work = env.mnt().join(".conf.fscrypt-convert");
+    let kept = work.join("encrypted/x");
+    assert_eq!(std::fs::read(&kept).unwrap(), b"v2 in the window");
+    assert!(
+        !work.join("encrypted/y").exists(),
+        "the recorded rest removed"
+    );
+    // A rerun without moving it: still kept, still named.
+    let args = [
+        "encrypt",
+        p(&d),
+        "--convert",
+        "--protector",
+        &env.protector(),
+        "--key",
+        p(&key),
+    ];
+    let o = env.rs(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(kept.exists());
+    std::fs::rename(&kept, env.mnt().join("x.saved")).unwrap();
+    ok(&env.rs(&args), "rerun after moving it away");
+    assert!(!work.exists());
+    assert_eq!(
+        std::fs::read(env.mnt().join("x.saved")).unwrap(),
+        b"v2 in the window"
+    );
 }
 
 /// Issue 20 item 2: a file with a hard link outside DIR is refused up

@@ -551,7 +551,7 @@ impl Conversion {
                     guard::RECORD_FILE,
                     &record.to_text(),
                 )?;
-                test_pause_before_exchange();
+                test_pause("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP");
                 rustix::fs::renameat_with(
                     &self.parent,
                     &self.name,
@@ -562,6 +562,7 @@ impl Conversion {
                 .map_err(|e| io("exchange", &self.dir, e))?;
                 rustix::fs::fsync(&self.parent).map_err(|e| io("sync", &self.dir, e))?;
                 rustix::fs::fsync(&self.work_fd).map_err(|e| io("sync", &self.work, e))?;
+                test_pause("FSCRYPT_RS_TEST_PAUSE_AFTER_SWAP");
             }
             self.write_state(Phase::Exchanged)?;
             self.phase = Phase::Exchanged;
@@ -693,13 +694,14 @@ impl Conversion {
     }
 }
 
-/// Test seam: with `FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP` naming a FIFO,
-/// the conversion opens it and reads it to the end just before the
-/// exchange, so a test can change the tree in the last window and then
-/// let it go on. Only the caller's own process waits; nothing else reads
-/// this variable.
-fn test_pause_before_exchange() {
-    if let Some(p) = std::env::var_os("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP") {
+/// Test seam: with the environment variable `var`
+/// (`FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP` or `..._AFTER_SWAP`) naming a
+/// FIFO, the conversion opens it and reads it to the end just before (or
+/// just after) the exchange, so a test can change the tree in that window
+/// and then let it go on. Only the caller's own process waits; nothing
+/// else reads these variables.
+fn test_pause(var: &str) {
+    if let Some(p) = std::env::var_os(var) {
         use std::io::Read;
         if let Ok(mut f) = std::fs::File::open(p) {
             let _ = f.read_to_end(&mut Vec::new());
