@@ -19,9 +19,14 @@
 //! that are empty; everything else stays in the work directory and is
 //! named in the error.
 //!
-//! The change time has the kernel's timestamp granularity (a clock tick on
-//! some kernels): two changes within one tick, with the verification of
-//! that object in between, are not told apart.
+//! Since Linux 6.13 ext4 has multigrain timestamps: a change after the
+//! change time was read (by our `stat`) always moves it. On older kernels
+//! the granularity is a clock tick: a same-size overwrite within the tick
+//! of the verification's `stat` of that file is not told apart (its
+//! size and modification time are compared too).
+//!
+//! Objects deleted or renamed away in the window stay in `DIR` (nothing
+//! is removed from the encrypted side).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -333,8 +338,9 @@ fn copy_in(
             if !untouched || src_dir || FileType::from_raw_mode(st.st_mode) == FileType::Directory {
                 return Ok(false);
             }
+            // Created exclusively: a name already there (not ours) makes
+            // the copy fail, nothing is replaced.
             let tmp = format!(".fscrypt-rs-convert-{}.tmp", std::process::id());
-            let _ = rustix::fs::unlinkat(&dp, tmp.as_str(), AtFlags::empty());
             copier.copy_one(&sp, &dp, name, OsStr::new(&tmp), rel)?;
             rustix::fs::renameat(&dp, tmp.as_str(), &dp, name)
                 .map_err(|e| io("replace", &path, e))?;
