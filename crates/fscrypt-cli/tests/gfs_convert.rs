@@ -721,3 +721,264 @@ fn recovery_passphrase_survives_an_interrupted_conversion() {
     ok(&o, "unlock with the recovery passphrase");
     assert!(readme.exists());
 }
+
+/// Issue 20 item 2: files written into DIR between the verification and
+/// the exchange are not lost. The conversion waits on a FIFO just before
+/// the exchange (the `FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP` test seam); the
+/// test then adds a file and a directory, appends to a file and rewrites
+/// one with a hard link, and lets it go on: all of it is in the encrypted
+/// result, and nothing is left behind.
+#[test]
+fn writes_in_the_last_window_are_kept() {
+    let Some(env) = Env::new("convert_window", 64) else {
+        return;
+    };
+    let d = env.mnt().join("win");
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    std::fs::write(d.join("log"), "line 1\n").unwrap();
+    std::fs::write(d.join("sub/linked"), "v1").unwrap();
+    std::fs::hard_link(d.join("sub/linked"), d.join("other-name")).unwrap();
+    std::fs::write(d.join("same"), "unchanged").unwrap();
+    let fifo = fifo(&env, "pause");
+    let key = env.key();
+    let mut child = env
+        .cmd(&[
+            "encrypt",
+            p(&d),
+            "--convert",
+            "--source",
+            "raw_key",
+            "--name",
+            "w",
+            "--key",
+            p(&key),
+        ])
+        .env("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP", &fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writer = paused(&mut child, &fifo);
+    assert!(!encrypted(&d), "paused after the exchange");
+    std::fs::write(d.join("new-file"), "written in the window").unwrap();
+    std::fs::create_dir(d.join("new-dir")).unwrap();
+    std::fs::write(d.join("new-dir/inner"), "inner").unwrap();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(d.join("log"))
+            .unwrap();
+        f.write_all(b"line 2\n").unwrap();
+    }
+    std::fs::write(d.join("sub/linked"), "v2, longer").unwrap();
+    let before = snapshot(&d);
+    drop(writer);
+    let o = child.wait_with_output().unwrap();
+    ok(&o, "convert");
+    assert!(encrypted(&d));
+    assert_eq!(
+        std::fs::read(d.join("new-file")).unwrap(),
+        b"written in the window"
+    );
+    assert_eq!(std::fs::read(d.join("new-dir/inner")).unwrap(), b"inner");
+    assert_eq!(std::fs::read(d.join("log")).unwrap(), b"line 1\nline 2\n");
+    assert_eq!(std::fs::read(d.join("sub/linked")).unwrap(), b"v2, longer");
+    assert_eq!(std::fs::read(d.join("other-name")).unwrap(), b"v2, longer");
+    assert_eq!(std::fs::read(d.join("same")).unwrap(), b"unchanged");
+    assert_same(&before, &snapshot(&d), "after the window");
+    assert!(!env.mnt().join(".win.fscrypt-convert").exists());
+}
+
+/// A FIFO at `tmp/name` for the `FSCRYPT_RS_TEST_PAUSE_*` test seams.
+fn fifo(env: &Env, name: &str) -> PathBuf {
+    let f = env.tmp.join(name);
+    assert!(Command::new("mkfifo").arg(&f).status().unwrap().success());
+    f
+}
+
+/// Waits until `child` opened `fifo` (it is then paused at the seam) and
+/// returns the writing end: dropping it lets the child go on.
+fn paused(child: &mut std::process::Child, fifo: &Path) -> std::fs::File {
+    // Opening for writing returns once the reader opened it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f2 = fifo.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::OpenOptions::new().write(true).open(&f2));
+    });
+    let start = Instant::now();
+    loop {
+        if let Ok(w) = rx.try_recv() {
+            return w.unwrap();
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            let _ = std::fs::File::open(fifo); // unblock the thread
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("exited ({st}) before pausing at {}: {err}", fifo.display());
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "never paused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Issue 20 item 2: a file changed in the last window whose copy in DIR
+/// was changed too after the exchange cannot be copied in: the conversion
+/// keeps the changed plaintext in the work directory, names it and exits
+/// 1 (DIR stays encrypted with the later change); once the user moved it
+/// away, a rerun finishes.
+#[test]
+fn a_conflict_after_the_window_is_kept_and_named() {
+    let Some(env) = Env::new("convert_window_conflict", 64) else {
+        return;
+    };
+    let d = env.mnt().join("conf");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("x"), "v1").unwrap();
+    std::fs::write(d.join("y"), "untouched").unwrap();
+    let (before, after) = (fifo(&env, "before"), fifo(&env, "after"));
+    let key = env.key();
+    let mut cmd = env.cmd(&[
+        "encrypt",
+        p(&d),
+        "--convert",
+        "--source",
+        "raw_key",
+        "--name",
+        "c",
+        "--key",
+        p(&key),
+    ]);
+    cmd.env("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP", &before)
+        .env("FSCRYPT_RS_TEST_PAUSE_AFTER_SWAP", &after)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let w = paused(&mut child, &before);
+    std::fs::write(d.join("x"), "v2 in the window").unwrap();
+    drop(w);
+    let w = paused(&mut child, &after);
+    assert!(encrypted(&d));
+    std::fs::write(d.join("x"), "v3 after the swap").unwrap();
+    drop(w);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("x changed while"), "{}", text(&o));
+    assert!(encrypted(&d));
+    assert_eq!(std::fs::read(d.join("x")).unwrap(), b"v3 after the swap");
+    assert_eq!(std::fs::read(d.join("y")).unwrap(), b"untouched");
+    let work = env.mnt().join(".conf.fscrypt-convert");
+    let kept = work.join("encrypted/x");
+    assert_eq!(std::fs::read(&kept).unwrap(), b"v2 in the window");
+    assert!(
+        !work.join("encrypted/y").exists(),
+        "the recorded rest removed"
+    );
+    // A rerun without moving it: still kept, still named.
+    let args = [
+        "encrypt",
+        p(&d),
+        "--convert",
+        "--protector",
+        &env.protector(),
+        "--key",
+        p(&key),
+    ];
+    let o = env.rs(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(kept.exists());
+    std::fs::rename(&kept, env.mnt().join("x.saved")).unwrap();
+    ok(&env.rs(&args), "rerun after moving it away");
+    assert!(!work.exists());
+    assert_eq!(
+        std::fs::read(env.mnt().join("x.saved")).unwrap(),
+        b"v2 in the window"
+    );
+}
+
+/// Issue 20 item 2: a file with a hard link outside DIR is refused up
+/// front (its plaintext would stay readable there), naming it; nothing
+/// is written.
+#[test]
+fn hard_link_outside_is_refused() {
+    let Some(env) = Env::new("convert_outside_link", 64) else {
+        return;
+    };
+    let d = env.mnt().join("linked");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("secret"), "plaintext").unwrap();
+    std::fs::write(d.join("fine"), "x").unwrap();
+    std::fs::hard_link(d.join("secret"), env.mnt().join("outside")).unwrap();
+    let m0 = test_support::tree::walk(&env.mnt().join(".fscrypt"));
+    let o = env.convert_new(&d, "a");
+    assert_eq!(o.status.code(), Some(27), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("secret") && err.contains("hard link"),
+        "{}",
+        text(&o)
+    );
+    assert!(!encrypted(&d));
+    assert!(!env.mnt().join(".linked.fscrypt-convert").exists());
+    assert_eq!(test_support::tree::walk(&env.mnt().join(".fscrypt")), m0);
+}
+
+/// Issue 20 item 2: run by a user other than root, a tree holding another
+/// user's file is refused up front (the copy could not give it its
+/// owner), instead of leaving a conversion that can never finish.
+#[test]
+fn other_users_file_refused_when_not_root() {
+    let test = "convert_not_owner";
+    if !test_support::skip::setpriv_available(test) {
+        return;
+    }
+    let Some(env) = Env::new(test, 64) else {
+        return;
+    };
+    use test_support::users::NOBODY;
+    // As `setup --all-users` leaves them: any user may write metadata.
+    for m in ["protectors", "policies"] {
+        let m = env.mnt().join(".fscrypt").join(m);
+        std::fs::set_permissions(&m, PermissionsExt::from_mode(0o1777)).unwrap();
+    }
+    let base = env.mnt().join("nobody");
+    let d = base.join("home");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("mine"), "x").unwrap();
+    std::fs::write(d.join("roots"), "y").unwrap();
+    for q in [&base, &d, &d.join("mine")] {
+        chown(q, NOBODY, NOBODY);
+    }
+    let key = base.join("raw.key");
+    std::fs::copy(env.key(), &key).unwrap();
+    chown(&key, NOBODY, NOBODY);
+    let mut c = test_support::users::as_user(NOBODY, NOBODY, BIN);
+    c.args([
+        "encrypt",
+        p(&d),
+        "--convert",
+        "--source",
+        "raw_key",
+        "--name",
+        "n",
+        "--key",
+        p(&key),
+    ])
+    .env("FSCRYPT_CONF", env.tmp.join("fscrypt.conf"))
+    .env("FSCRYPT_ROOT_MNT", env.mnt());
+    let o = test_support::run::output_within(&mut c, b"", Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(27), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("roots") && err.contains("another user"),
+        "{}",
+        text(&o)
+    );
+    assert!(!encrypted(&d));
+    assert!(!base.join(".home.fscrypt-convert").exists());
+}

@@ -434,3 +434,59 @@ fn image_mount_matches_kernel() {
         g.unmount();
     }
 }
+
+/// Issue 20 item 7: a directory entry whose name holds `/` (a crafted
+/// directory block: the kernel wrote the name with `@` in its place, the
+/// test patches the image's bytes) is skipped, and the rest of the
+/// directory is listed and served, instead of the whole readdir failing
+/// with EIO.
+#[test]
+fn a_name_with_a_slash_is_skipped() {
+    let test = "image_mount_slash_name";
+    if !skip::fuse_available(test) {
+        return;
+    }
+    let Some(mut fs) = scratch_ext4(test, 32, MKFS_4K) else {
+        return;
+    };
+    let tmp = TempDir::new(test);
+    let mnt = fs.mount_point().to_path_buf();
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).expect("mkdir");
+    let marker = "crafted@q7ZkR2vX";
+    for name in ["before", marker, "zafter"] {
+        std::fs::write(d.join(name), name).expect("write");
+    }
+    fs.unmount().expect("unmount");
+    let image = fs.image().to_path_buf();
+    let mut bytes = std::fs::read(&image).expect("read image");
+    let mut patched = 0;
+    let m = marker.as_bytes();
+    for i in 0..bytes.len().saturating_sub(m.len()) {
+        if &bytes[i..i + m.len()] == m {
+            bytes[i + 7] = b'/';
+            patched += 1;
+        }
+    }
+    assert!(patched >= 1, "the name is in the image");
+    std::fs::write(&image, &bytes).expect("write image");
+    drop(bytes);
+
+    let ours = tmp.sub("ours");
+    let _g = our_mount(&image, &ours, &[]);
+    let mut names: Vec<String> = std::fs::read_dir(ours.join("d"))
+        .expect("opendir")
+        .map(|e| {
+            e.expect("readdir: no EIO for the whole directory")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["before", "zafter"]);
+    assert_eq!(
+        std::fs::read(ours.join("d/zafter")).expect("read"),
+        b"zafter"
+    );
+}

@@ -297,7 +297,18 @@ impl ImageFs {
         if dir.node.kind() != InodeKind::Directory {
             return Err(quiet(libc::ENOTDIR));
         }
-        let listing = lock(&self.img).list(&dir.node, &format!("inode {ino}"))?;
+        let mut listing = lock(&self.img).list(&dir.node, &format!("inode {ino}"))?;
+        // The kernel fails a whole readdir with EIO for one name with '/'.
+        let safe = |e: &Entry| fscrypt_linux::image::safe_name(&e.name);
+        if let Some(bad) = listing.entries.iter().find(|e| !safe(e)).map(|e| e.ino) {
+            let n = listing.entries.len();
+            listing.entries.retain(safe);
+            log::warn!(
+                "fscrypt-fuse: image: directory inode {ino}: {} names (the first of inode {bad}) \
+                 hold '/' or NUL or are empty, '.' or '..'; not shown",
+                n - listing.entries.len()
+            );
+        }
         if !listing.errors.is_empty() {
             log::warn!(
                 "fscrypt-fuse: image: directory inode {ino}: {} entries cannot be presented; \

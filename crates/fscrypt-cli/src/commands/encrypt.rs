@@ -34,13 +34,16 @@ use crate::support::kernel;
                   unlock` works on the result. Passphrases come from the terminal, --passfile or \
                   one line of stdin.\n\nWith --convert, DIR may hold files: they are copied into a \
                   new encrypted directory beside it (.DIR.fscrypt-convert/) with all their \
-                  metadata, verified, swapped in atomically, and the plaintext is removed. A \
+                  metadata, verified, swapped in atomically, and the plaintext is removed; \
+                  files changed while it was swapped in are copied in, and what cannot be \
+                  is kept and named (exit 1). A \
                   crash or Ctrl-C leaves the original untouched or the result complete; rerun \
                   the same command to continue. Deleted plaintext blocks may stay readable on \
                   the device until overwritten.\n\nExit status: 0 done; 12 wrong passphrase or \
                   key; 22 not set up; 23 DIR not empty (without --convert); 25 DIR already \
                   encrypted; 26 no encryption support; 27 --convert refused (mount point, open \
-                  files, too little space) or a conversion is pending; 130 interrupted \
+                  files, too little space, a hard link to outside DIR, or not root and \
+                  another user's files or device nodes inside) or a conversion is pending; 130 interrupted \
                   (resumable); 20/21 corrupt or unsafe metadata; 1 error."
 )]
 pub struct Args {
@@ -247,6 +250,9 @@ fn convert_failure(e: ConvertError) -> anyhow::Error {
             (EXIT_CONVERT_REFUSED, "no_space")
         }
         ConvertError::Locked(_) => (EXIT_CONVERT_REFUSED, "locked"),
+        ConvertError::OutsideLink(_) => (EXIT_CONVERT_REFUSED, "hard_link_outside"),
+        ConvertError::NotOwner { .. } => (EXIT_CONVERT_REFUSED, "not_owner"),
+        ConvertError::Kept { .. } => (1, "changed_during_swap"),
         ConvertError::Interrupted => (EXIT_INTERRUPTED, "interrupted"),
         ConvertError::BadState { .. } => (gfs::EXIT_INSECURE, "bad_conversion_state"),
         _ => (1, "convert_failed"),

@@ -94,30 +94,65 @@ impl<'a> Copier<'a> {
     fn copy_dir(&mut self, src: &OwnedFd, dst: &OwnedFd, rel: &Path) -> Result<()> {
         let shown = self.root.join(rel);
         for name in names(src, &shown)? {
+            self.copy_one(src, dst, &name, &name, &rel.join(&name))?;
+        }
+        Ok(())
+    }
+
+    /// A copier of single objects into the tree `dst_root` (for
+    /// [`super::guard`]: objects changed during the exchange); `root` is
+    /// the source tree's path, for messages. No progress reports.
+    pub(crate) fn pieces(
+        root: &Path,
+        dst_root: OwnedFd,
+        cancel: &'a AtomicBool,
+        progress: &'a mut dyn FnMut(&Progress),
+    ) -> Copier<'a> {
+        let mut c = Copier::new(root, &Scan::default(), cancel, progress);
+        c.dst_root = Some(dst_root);
+        c
+    }
+
+    /// Copies `name` in `src` (and everything below it) to `dst_name` in
+    /// `dst`; `rel` is its path relative to both roots (hard links to an
+    /// earlier copy are made to `rel` of that copy).
+    ///
+    /// # Errors
+    /// I/O errors, [`ConvertError::Mismatch`] when the object was replaced
+    /// while being copied, [`ConvertError::Interrupted`].
+    pub(crate) fn copy_one(
+        &mut self,
+        src: &OwnedFd,
+        dst: &OwnedFd,
+        name: &OsStr,
+        dst_name: &OsStr,
+        rel: &Path,
+    ) -> Result<()> {
+        {
             self.check_cancel()?;
-            let rel = rel.join(&name);
+            let rel = rel.to_path_buf();
             let path = self.root.join(&rel);
-            let st = rustix::fs::statat(src, &name, AtFlags::SYMLINK_NOFOLLOW)
+            let st = rustix::fs::statat(src, name, AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|e| io("stat", &path, e))?;
             let ft = FileType::from_raw_mode(st.st_mode);
             if ft != FileType::Directory && st.st_nlink > 1 {
                 let key = (st.st_dev, st.st_ino);
                 if let Some(first) = self.links.get(&key) {
                     let root = self.dst_root.as_ref().expect("set in copy_tree");
-                    rustix::fs::linkat(root, first, dst, &name, AtFlags::empty())
+                    rustix::fs::linkat(root, first, dst, dst_name, AtFlags::empty())
                         .map_err(|e| io("link", &path, e))?;
                     self.tick(0, 1);
-                    continue;
+                    return Ok(());
                 }
                 self.links.insert(key, rel.clone());
             }
             match ft {
                 FileType::Directory => {
-                    rustix::fs::mkdirat(dst, &name, Mode::from_raw_mode(0o700))
+                    rustix::fs::mkdirat(dst, dst_name, Mode::from_raw_mode(0o700))
                         .map_err(|e| io("create", &path, e))?;
-                    let s = open_dir_at(src, &name, &path)?;
+                    let s = open_dir_at(src, name, &path)?;
                     same_object(&s, &st, &path)?;
-                    let d = open_dir_at(dst, &name, &path)?;
+                    let d = open_dir_at(dst, dst_name, &path)?;
                     self.copy_dir(&s, &d, &rel)?;
                     self.set_meta_fd(&s, &d, &st, &path)?;
                     self.tick(0, 1);
@@ -125,7 +160,7 @@ impl<'a> Copier<'a> {
                 FileType::RegularFile => {
                     let s = rustix::fs::openat(
                         src,
-                        &name,
+                        name,
                         OFlags::RDONLY
                             | OFlags::NOFOLLOW
                             | OFlags::NONBLOCK
@@ -137,7 +172,7 @@ impl<'a> Copier<'a> {
                     same_object(&s, &st, &path)?;
                     let d = rustix::fs::openat(
                         dst,
-                        &name,
+                        dst_name,
                         OFlags::WRONLY
                             | OFlags::CREATE
                             | OFlags::EXCL
@@ -151,20 +186,20 @@ impl<'a> Copier<'a> {
                     self.tick(0, 1);
                 }
                 FileType::Symlink => {
-                    let target = rustix::fs::readlinkat(src, &name, Vec::new())
+                    let target = rustix::fs::readlinkat(src, name, Vec::new())
                         .map_err(|e| io("read link", &path, e))?;
-                    rustix::fs::symlinkat(target.as_c_str(), dst, &name)
+                    rustix::fs::symlinkat(target.as_c_str(), dst, dst_name)
                         .map_err(|e| io("create", &path, e))?;
-                    self.set_meta_at(src, dst, &name, &st, &path)?;
+                    self.set_meta_at(src, dst, name, dst_name, &st, &path)?;
                     self.tick(0, 1);
                 }
                 FileType::Fifo
                 | FileType::CharacterDevice
                 | FileType::BlockDevice
                 | FileType::Socket => {
-                    rustix::fs::mknodat(dst, &name, ft, Mode::from_raw_mode(0o600), st.st_rdev)
+                    rustix::fs::mknodat(dst, dst_name, ft, Mode::from_raw_mode(0o600), st.st_rdev)
                         .map_err(|e| io("create", &path, e))?;
-                    self.set_meta_at(src, dst, &name, &st, &path)?;
+                    self.set_meta_at(src, dst, name, dst_name, &st, &path)?;
                     self.tick(0, 1);
                 }
                 FileType::Unknown => {
@@ -255,12 +290,13 @@ impl<'a> Copier<'a> {
         src_dir: &OwnedFd,
         dst_dir: &OwnedFd,
         name: &OsStr,
+        dst_name: &OsStr,
         st: &Stat,
         path: &Path,
     ) -> Result<()> {
         rustix::fs::chownat(
             dst_dir,
-            name,
+            dst_name,
             Some(Uid::from_raw(st.st_uid)),
             Some(Gid::from_raw(st.st_gid)),
             AtFlags::SYMLINK_NOFOLLOW,
@@ -270,19 +306,19 @@ impl<'a> Copier<'a> {
         let s = rustix::fs::openat(src_dir, name, opath, Mode::empty())
             .map_err(|e| io("open", path, e))?;
         same_object(&s, st, path)?;
-        let d = rustix::fs::openat(dst_dir, name, opath, Mode::empty())
+        let d = rustix::fs::openat(dst_dir, dst_name, opath, Mode::empty())
             .map_err(|e| io("open", path, e))?;
         self.copy_xattrs(&s, &d, path)?;
         if FileType::from_raw_mode(st.st_mode) != FileType::Symlink {
             rustix::fs::chmodat(
                 dst_dir,
-                name,
+                dst_name,
                 Mode::from_raw_mode(st.st_mode & 0o7777),
                 AtFlags::empty(),
             )
             .map_err(|e| io("chmod", path, e))?;
         }
-        rustix::fs::utimensat(dst_dir, name, &times(st), AtFlags::SYMLINK_NOFOLLOW)
+        rustix::fs::utimensat(dst_dir, dst_name, &times(st), AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| io("set times of", path, e))
     }
 
@@ -335,7 +371,8 @@ pub(crate) fn read_xattrs(
     Ok(out)
 }
 
-fn times(st: &Stat) -> Timestamps {
+/// Access and modification times of `st`, for `futimens`.
+pub(crate) fn times(st: &Stat) -> Timestamps {
     Timestamps {
         last_access: Timespec {
             tv_sec: st.st_atime as _,

@@ -25,13 +25,26 @@
 //! whether the exchange already happened is read from `DIR` itself (it has
 //! an encryption policy only after it).
 //!
+//! Between the verification and the exchange `DIR` can still be written
+//! to: [`guard`] records what was verified, copies into the encrypted
+//! `DIR` whatever changed in that window, and removes only what it
+//! recorded (the rest is kept and named). Before anything is written,
+//! [`preflight`] refuses a tree with a hard link to outside it (the
+//! plaintext would stay there) and, for callers other than root, a tree
+//! with objects the copy could not give their owner (another user's,
+//! a group the caller is not in, device nodes).
+//!
 //! Everything below `DIR` is opened relative to directory descriptors with
 //! `O_NOFOLLOW`; symlinks in the tree are copied, never followed.
 
 pub mod copy;
+pub mod guard;
+mod preflight;
 pub mod verify;
 
-use std::collections::HashSet;
+pub use preflight::{Scan, open_files, preflight};
+use preflight::{preflight_with, refuse_open_files};
+
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -120,6 +133,31 @@ pub enum ConvertError {
         "interrupted; the original is untouched or the result complete: rerun the same command to continue"
     )]
     Interrupted,
+    /// A file in the tree has a hard link outside it.
+    #[error(
+        "{0} has another hard link outside the directory, where its plaintext would stay readable; remove that link (or move it into the directory) and retry"
+    )]
+    OutsideLink(PathBuf),
+    /// The caller (not root) could not recreate an object as it is.
+    #[error("{path} {why}; only root can convert this tree: run as root, or move it out and retry")]
+    NotOwner {
+        /// The object.
+        path: PathBuf,
+        /// Why (whose it is, or what it is).
+        why: &'static str,
+    },
+    /// Objects changed during the exchange could not all be copied in.
+    #[error(
+        "{dir} is now encrypted, but {list} changed while it was being swapped in and could not be copied into it; kept in {kept}: move what you need into {dir}, then rerun to finish"
+    )]
+    Kept {
+        /// The directory (now encrypted).
+        dir: PathBuf,
+        /// Where the kept objects are (the plaintext tree).
+        kept: PathBuf,
+        /// Paths relative to `dir` (the first few), comma-separated.
+        list: String,
+    },
     /// The work directory or its state file is not what this tool wrote.
     #[error("{path}: {why}; remove it if no conversion is running, then retry")]
     BadState {
@@ -206,23 +244,8 @@ pub struct Progress {
     pub total_objects: u64,
 }
 
-/// What was found in the tree by [`preflight`].
-#[derive(Debug, Clone, Default)]
-pub struct Scan {
-    /// Objects (files, directories, links, ...) below and including `DIR`.
-    pub objects: u64,
-    /// Bytes of regular-file contents (apparent sizes, each inode once).
-    pub bytes: u64,
-    /// Bytes allocated (each inode once).
-    pub allocated: u64,
-    /// Device of `DIR`.
-    pub dev: u64,
-    /// Inode numbers below and including `DIR`.
-    pub inodes: HashSet<u64>,
-}
-
 /// The directory fd of `path` (`O_NOFOLLOW`: a symlink is refused).
-fn open_dir(path: &Path) -> Result<OwnedFd> {
+pub(crate) fn open_dir(path: &Path) -> Result<OwnedFd> {
     rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -258,7 +281,7 @@ pub(crate) fn names(dirfd: &OwnedFd, shown: &Path) -> Result<Vec<OsString>> {
 }
 
 /// Parent and final component of `dir` (canonicalised).
-fn split(dir: &Path) -> Result<(PathBuf, OsString, PathBuf)> {
+pub(crate) fn split(dir: &Path) -> Result<(PathBuf, OsString, PathBuf)> {
     let canon = std::fs::canonicalize(dir).map_err(|e| io("resolve", dir, e))?;
     let (Some(parent), Some(name)) = (canon.parent(), canon.file_name()) else {
         return Err(ConvertError::MountPoint(canon));
@@ -277,149 +300,6 @@ pub fn work_dir_of(dir: &Path) -> Result<PathBuf> {
     w.push(&name);
     w.push(".fscrypt-convert");
     Ok(parent.join(w))
-}
-
-/// Walks the tree and checks that it can be converted: no mount point at
-/// or below `dir`, no open file below it, enough free space and inodes.
-///
-/// # Errors
-/// [`ConvertError::MountPoint`], [`ConvertError::OpenFiles`],
-/// [`ConvertError::NoSpace`], [`ConvertError::NoInodes`], I/O errors.
-pub fn preflight(dir: &Path) -> Result<Scan> {
-    preflight_with(dir, true)
-}
-
-/// [`preflight`]; `space: false` skips the free-space check (the copy
-/// already exists).
-fn preflight_with(dir: &Path, space: bool) -> Result<Scan> {
-    let (parent, _, canon) = split(dir)?;
-    let st = rustix::fs::lstat(&canon).map_err(|e| io("stat", &canon, e))?;
-    let pst = rustix::fs::stat(&parent).map_err(|e| io("stat", &parent, e))?;
-    let mounted = crate::mountinfo::mounts_at(&canon).map_err(|e| {
-        io(
-            "read mounts for",
-            &canon,
-            std::io::Error::other(e.to_string()),
-        )
-    })?;
-    if st.st_dev != pst.st_dev || mounted > 0 {
-        return Err(ConvertError::MountPoint(canon));
-    }
-    let mut scan = Scan {
-        dev: st.st_dev,
-        ..Scan::default()
-    };
-    let fd = open_dir(&canon)?;
-    scan.objects = 1;
-    scan.allocated = st.st_blocks as u64 * 512;
-    scan.inodes.insert(st.st_ino);
-    scan_into(&fd, &canon, &mut scan)?;
-    refuse_open_files(&canon, &scan)?;
-    if space {
-        check_space(&fd, &canon, &scan)?;
-    }
-    Ok(scan)
-}
-
-/// [`ConvertError::OpenFiles`] when [`open_files`] finds any.
-fn refuse_open_files(dir: &Path, scan: &Scan) -> Result<()> {
-    let open = open_files(dir, scan.dev, &scan.inodes);
-    if open.is_empty() {
-        return Ok(());
-    }
-    let mut list: Vec<String> = open.iter().take(5).cloned().collect();
-    if open.len() > 5 {
-        list.push(format!("and {} more", open.len() - 5));
-    }
-    Err(ConvertError::OpenFiles {
-        dir: dir.to_path_buf(),
-        list: list.join(", "),
-    })
-}
-
-fn scan_into(fd: &OwnedFd, shown: &Path, scan: &mut Scan) -> Result<()> {
-    for name in names(fd, shown)? {
-        let path = shown.join(&name);
-        let st = rustix::fs::statat(fd, &name, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| io("stat", &path, e))?;
-        if st.st_dev != scan.dev {
-            return Err(ConvertError::MountPoint(path));
-        }
-        scan.objects += 1;
-        if scan.inodes.insert(st.st_ino) {
-            scan.allocated += st.st_blocks as u64 * 512;
-            if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile {
-                scan.bytes += st.st_size as u64;
-            }
-        }
-        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-            let sub = open_dir_at(fd, &name, &path)?;
-            scan_into(&sub, &path, scan)?;
-        }
-    }
-    Ok(())
-}
-
-/// Free space (for unprivileged users: `f_bavail`) against the tree's
-/// allocated size plus a margin: 2% and 16 MiB, and 4 KiB per object for
-/// directories and encryption contexts.
-fn check_space(fd: &OwnedFd, dir: &Path, scan: &Scan) -> Result<()> {
-    let vfs = rustix::fs::fstatvfs(fd).map_err(|e| io("statvfs", dir, e))?;
-    let have = vfs.f_bavail.saturating_mul(vfs.f_frsize);
-    let need = scan.allocated + scan.allocated / 50 + (16 << 20) + scan.objects * 4096;
-    if have < need {
-        return Err(ConvertError::NoSpace {
-            dir: dir.to_path_buf(),
-            need: need.div_ceil(1 << 20),
-            have: have >> 20,
-        });
-    }
-    if vfs.f_files > 0 && vfs.f_favail < scan.objects + 16 {
-        return Err(ConvertError::NoInodes {
-            dir: dir.to_path_buf(),
-            need: scan.objects + 16,
-            have: vfs.f_favail,
-        });
-    }
-    Ok(())
-}
-
-/// `pid N: PATH` for every open file descriptor, working directory or root
-/// directory of another process that is an inode of the tree (device
-/// `dev`, inode in `inodes`). Processes that cannot be inspected are
-/// skipped.
-pub fn open_files(dir: &Path, dev: u64, inodes: &HashSet<u64>) -> Vec<String> {
-    let me = std::process::id().to_string();
-    let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let pid = p.file_name();
-        let Some(pid) = pid.to_str() else { continue };
-        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
-            continue;
-        }
-        let base = p.path();
-        let mut links = vec![base.join("cwd"), base.join("root")];
-        if let Ok(fds) = std::fs::read_dir(base.join("fd")) {
-            links.extend(fds.flatten().map(|f| f.path()));
-        }
-        for l in links {
-            let Ok(st) = rustix::fs::stat(&l) else {
-                continue;
-            };
-            if st.st_dev == dev && inodes.contains(&st.st_ino) {
-                let target = std::fs::read_link(&l)
-                    .map(|t| t.display().to_string())
-                    .unwrap_or_else(|_| dir.display().to_string());
-                out.push(format!("pid {pid}: {target}"));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
 }
 
 /// A conversion in progress (its work directory exists).
@@ -578,22 +458,8 @@ impl Conversion {
     }
 
     fn write_state(&self, phase: Phase) -> Result<()> {
-        let tmp = format!("{STATE_FILE}.tmp");
-        let shown = self.work.join(STATE_FILE);
-        let _ = rustix::fs::unlinkat(&self.work_fd, tmp.as_str(), AtFlags::empty());
-        let fd = rustix::fs::openat(
-            &self.work_fd,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| io("create", &shown, e))?;
-        let mut f = std::fs::File::from(fd);
-        write!(f, "{STATE_MAGIC}\nphase={}\n", phase.name()).map_err(|e| io("write", &shown, e))?;
-        f.sync_all().map_err(|e| io("sync", &shown, e))?;
-        rustix::fs::renameat(&self.work_fd, tmp.as_str(), &self.work_fd, STATE_FILE)
-            .map_err(|e| io("rename", &shown, e))?;
-        rustix::fs::fsync(&self.work_fd).map_err(|e| io("sync", &self.work, e))
+        let text = format!("{STATE_MAGIC}\nphase={}\n", phase.name());
+        write_atomic(&self.work_fd, &self.work, STATE_FILE, text.as_bytes())
     }
 
     /// Whether `DIR` already is the encrypted side (the exchange happened).
@@ -615,6 +481,7 @@ impl Conversion {
     ) -> Result<Summary> {
         let mut summary = Summary::default();
         let mut scanned: Option<Scan> = None;
+        let mut record: Option<guard::Record> = None;
         if self.phase == Phase::Preparing {
             return Err(ConvertError::BadState {
                 path: self.work.clone(),
@@ -629,7 +496,7 @@ impl Conversion {
             let checked = self.verify(&scan, cancel, progress);
             scanned = Some(scan);
             match checked {
-                Ok(()) => {}
+                Ok(r) => record = Some(r),
                 Err(ConvertError::Mismatch { .. }) => {
                     self.write_state(Phase::Prepared)?;
                     self.phase = Phase::Prepared;
@@ -658,7 +525,7 @@ impl Conversion {
             let mut c = copy::Copier::new(&self.dir, &scan, cancel, progress);
             c.copy_tree(&src, &efd).map_err(|e| locked_or(e, &enc))?;
             rustix::fs::syncfs(&efd).map_err(|e| io("sync", &enc, e))?;
-            self.verify(&scan, cancel, progress)?;
+            record = Some(self.verify(&scan, cancel, progress)?);
             self.write_state(Phase::Copied)?;
             self.phase = Phase::Copied;
             scanned = Some(scan);
@@ -672,6 +539,19 @@ impl Conversion {
                 if let Some(scan) = &scanned {
                     refuse_open_files(&self.dir, scan)?;
                 }
+                let Some(record) = &record else {
+                    return Err(ConvertError::BadState {
+                        path: self.work.clone(),
+                        why: "the copy was not verified".into(),
+                    });
+                };
+                write_atomic(
+                    &self.work_fd,
+                    &self.work,
+                    guard::RECORD_FILE,
+                    &record.to_text(),
+                )?;
+                test_pause("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP");
                 rustix::fs::renameat_with(
                     &self.parent,
                     &self.name,
@@ -682,35 +562,17 @@ impl Conversion {
                 .map_err(|e| io("exchange", &self.dir, e))?;
                 rustix::fs::fsync(&self.parent).map_err(|e| io("sync", &self.dir, e))?;
                 rustix::fs::fsync(&self.work_fd).map_err(|e| io("sync", &self.work, e))?;
+                test_pause("FSCRYPT_RS_TEST_PAUSE_AFTER_SWAP");
             }
             self.write_state(Phase::Exchanged)?;
             self.phase = Phase::Exchanged;
         }
-        // Phase::Exchanged: remove the plaintext, then the work directory.
-        let plain = self.encrypted_dir();
+        // Phase::Exchanged: copy in what changed in the last window,
+        // remove the recorded plaintext, then the work directory.
         match rustix::fs::statat(&self.work_fd, ENCRYPTED, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(_) => {
-                let total = summary.bytes;
-                let mut done = 0u64;
-                remove_tree(
-                    &self.work_fd,
-                    OsStr::new(ENCRYPTED),
-                    &plain,
-                    cancel,
-                    &mut |b| {
-                        done += b;
-                        progress(&Progress {
-                            step: Step::Removing,
-                            bytes: done,
-                            total_bytes: total.max(done),
-                            objects: 0,
-                            total_objects: 0,
-                        });
-                    },
-                )?;
-            }
+            Ok(_) => self.settle_and_remove(summary.bytes, cancel, progress)?,
             Err(Errno::NOENT) => {}
-            Err(e) => return Err(io("stat", plain, e)),
+            Err(e) => return Err(io("stat", self.encrypted_dir(), e)),
         }
         rustix::fs::unlinkat(&self.work_fd, STATE_FILE, AtFlags::empty())
             .map_err(|e| io("remove", self.work.join(STATE_FILE), e))?;
@@ -729,13 +591,121 @@ impl Conversion {
         scan: &Scan,
         cancel: &AtomicBool,
         progress: &mut dyn FnMut(&Progress),
-    ) -> Result<()> {
+    ) -> Result<guard::Record> {
         let enc = self.encrypted_dir();
         let src = open_dir(&self.dir)?;
         let dst = open_dir_at(&self.work_fd, OsStr::new(ENCRYPTED), &enc)?;
-        verify::Verifier::new(scan, cancel, progress)
-            .verify_tree(&src, &dst)
-            .map_err(|e| locked_or(e, &enc))
+        let mut v = verify::Verifier::new(scan, cancel, progress);
+        v.verify_tree(&src, &dst).map_err(|e| locked_or(e, &enc))?;
+        Ok(std::mem::take(&mut v.record))
+    }
+
+    /// The record written before the exchange ([`guard`]).
+    fn read_record(&self) -> Result<guard::Record> {
+        let shown = self.work.join(guard::RECORD_FILE);
+        let bad = |why: &str| ConvertError::BadState {
+            path: shown.clone(),
+            why: why.to_string(),
+        };
+        let fd = match rustix::fs::openat(
+            &self.work_fd,
+            guard::RECORD_FILE,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                return Err(bad(
+                    "missing (no record of what was verified, so nothing in the plaintext copy is removed)",
+                ));
+            }
+            Err(e) => return Err(io("open", &shown, e)),
+        };
+        let mut text = Vec::new();
+        use std::io::Read;
+        std::fs::File::from(fd)
+            .read_to_end(&mut text)
+            .map_err(|e| io("read", &shown, e))?;
+        guard::Record::parse(&text).ok_or_else(|| bad("not a record this tool wrote"))
+    }
+
+    /// Phase [`Phase::Exchanged`]: copies in what changed in the last
+    /// window, then removes the recorded plaintext ([`guard`]).
+    fn settle_and_remove(
+        &self,
+        total: u64,
+        cancel: &AtomicBool,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<()> {
+        let plain = self.encrypted_dir();
+        let mut record = self.read_record()?;
+        let pfd = open_dir_at(&self.work_fd, OsStr::new(ENCRYPTED), &plain)?;
+        let dfd = open_dir(&self.dir)?;
+        let copied = record.src.len();
+        let stuck = guard::settle(&pfd, &dfd, &self.dir, &mut record, cancel)
+            .map_err(|e| locked_or(e, &self.dir))?;
+        if record.src.len() != copied || !stuck.is_empty() {
+            write_atomic(
+                &self.work_fd,
+                &self.work,
+                guard::RECORD_FILE,
+                &record.to_text(),
+            )?;
+        }
+        let mut done = 0u64;
+        let mut removed = |b: u64| {
+            done += b;
+            progress(&Progress {
+                step: Step::Removing,
+                bytes: done,
+                total_bytes: total.max(done),
+                objects: 0,
+                total_objects: 0,
+            });
+        };
+        let mut r = guard::Remover {
+            rec: &record,
+            cancel,
+            kept: Vec::new(),
+            removed: &mut removed,
+        };
+        r.remove(&self.work_fd, OsStr::new(ENCRYPTED), Path::new(""), &plain)?;
+        let kept = r.kept;
+        let mut list: Vec<PathBuf> = stuck;
+        list.extend(kept);
+        list.sort();
+        list.dedup();
+        if list.is_empty() {
+            return Ok(());
+        }
+        let mut shown: Vec<String> = list
+            .iter()
+            .take(5)
+            .map(|p| p.display().to_string())
+            .collect();
+        if list.len() > 5 {
+            shown.push(format!("and {} more", list.len() - 5));
+        }
+        Err(ConvertError::Kept {
+            dir: self.dir.clone(),
+            kept: plain,
+            list: shown.join(", "),
+        })
+    }
+}
+
+/// Test seam: with the environment variable `var`
+/// (`FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP` or `..._AFTER_SWAP`) naming a
+/// FIFO, the conversion opens it and reads it to the end just before (or
+/// just after) the exchange, so a test can change the tree in that window
+/// and then let it go on. Only the caller's own process waits; nothing
+/// else reads these variables.
+fn test_pause(var: &str) {
+    if let Some(p) = std::env::var_os(var) {
+        use std::io::Read;
+        if let Ok(mut f) = std::fs::File::open(p) {
+            let _ = f.read_to_end(&mut Vec::new());
+        }
     }
 }
 
@@ -788,6 +758,30 @@ pub(crate) fn remove_tree(
         }
         Ok(())
     }
+}
+
+/// Writes `data` to `name` in the directory `dir_fd` (shown as `dir`)
+/// atomically: a temporary file, fsync, rename, fsync of the directory.
+pub(crate) fn write_atomic(dir_fd: &OwnedFd, dir: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let tmp = format!("{name}.tmp");
+    let shown = dir.join(name);
+    let _ = rustix::fs::unlinkat(dir_fd, tmp.as_str(), AtFlags::empty());
+    let fd = rustix::fs::openat(
+        dir_fd,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| io("create", &shown, e))?;
+    let mut f = std::io::BufWriter::new(std::fs::File::from(fd));
+    f.write_all(data).map_err(|e| io("write", &shown, e))?;
+    let f = f
+        .into_inner()
+        .map_err(|e| io("write", &shown, e.into_error()))?;
+    f.sync_all().map_err(|e| io("sync", &shown, e))?;
+    rustix::fs::renameat(dir_fd, tmp.as_str(), dir_fd, name)
+        .map_err(|e| io("rename", &shown, e))?;
+    rustix::fs::fsync(dir_fd).map_err(|e| io("sync", dir, e))
 }
 
 /// Reads the state file: `Ok(None)` when absent.

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
 use super::copy::{read_xattrs, same_object};
+use super::guard::{Rec, Record};
 use super::{ConvertError, Progress, Result, Scan, Step, io, names, open_dir_at, proc_path};
 
 const CHUNK: usize = 1 << 20;
@@ -20,6 +21,8 @@ pub struct Verifier<'a> {
     /// Source inode -> destination inode, and back.
     fwd: HashMap<u64, u64>,
     back: HashMap<u64, u64>,
+    /// What was compared ([`super::guard`]).
+    pub(crate) record: Record,
     cancel: &'a AtomicBool,
     progress: &'a mut dyn FnMut(&Progress),
     done: Progress,
@@ -37,6 +40,7 @@ impl<'a> Verifier<'a> {
         Verifier {
             fwd: HashMap::new(),
             back: HashMap::new(),
+            record: Record::default(),
             cancel,
             progress,
             done: Progress {
@@ -87,6 +91,8 @@ impl<'a> Verifier<'a> {
                 .map_err(|e| io("stat", &rel, e))?;
             let d = rustix::fs::statat(dst, &name, AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|e| io("stat", &rel, e))?;
+            self.record.src.insert(rel.clone(), Rec::of(&s));
+            self.record.dst.insert(rel.clone(), Rec::of(&d));
             self.same_meta(&s, &d, &rel)?;
             let ft = FileType::from_raw_mode(s.st_mode);
             if ft != FileType::Directory {

@@ -4,6 +4,12 @@
 //! `trusted.*` and `security.*` with [`Options::privileged_xattrs`]). Each file is written under a temporary name and
 //! renamed into place. Objects without their key are reported and skipped:
 //! nothing is ever written as ciphertext under a plaintext name.
+//!
+//! The image is untrusted: by default (as tar does for a user other than
+//! root) owners are not restored ([`Options::owners`]), and setuid/setgid
+//! bits of non-directories, device nodes (block and character) and
+//! `security.capability` are dropped, each listed in [`Report::dropped`];
+//! [`Options::special`] restores them. FIFOs and sockets are kept.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -15,14 +21,19 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, CWD, Mode, Timespec, Timestamps};
 
 use super::read::{Contents, Piece};
-use super::{Crypt, Image, ImageError, Node, join};
+use super::{Crypt, Image, ImageError, Node, join, safe_name};
 use crate::ext4::InodeKind;
 
 /// What to restore besides contents.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// Restore owners (needs root).
+    /// Restore owners (needs root); otherwise new objects are the
+    /// caller's.
     pub owners: bool,
+    /// Restore setuid/setgid bits of non-directories, device nodes and
+    /// `security.capability` (file capabilities); otherwise they are
+    /// dropped and listed in [`Report::dropped`].
+    pub special: bool,
     /// Also restore `trusted.*` and `security.*` xattrs (needs root);
     /// `user.*` and POSIX ACLs are always restored.
     pub privileged_xattrs: bool,
@@ -58,6 +69,10 @@ pub struct Report {
     pub skipped: Vec<(String, String)>,
     /// Objects that could not be extracted: (shown path, error).
     pub errors: Vec<(String, String)>,
+    /// What was left out because [`Options::special`] was not given:
+    /// (shown path, what: `setuid/setgid bits`, `device node`,
+    /// `security.capability`).
+    pub dropped: Vec<(String, &'static str)>,
 }
 
 struct Walk<'a> {
@@ -86,15 +101,6 @@ fn temp_name(dest: &Path) -> PathBuf {
         name.drain(1..name.len() - 255 + 1);
     }
     dest.with_file_name(OsStr::from_bytes(&name))
-}
-
-/// A name from the image that is safe as one path component here.
-fn safe_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && name != b"."
-        && name != b".."
-        && !name.iter().any(|&c| c == b'/' || c == 0)
 }
 
 fn ts((sec, nsec): (i64, u32)) -> Timespec {
@@ -138,6 +144,12 @@ impl Walk<'_> {
             {
                 continue;
             }
+            if !self.opts.special && name == b"security.capability" {
+                self.report
+                    .dropped
+                    .push((shown.to_string(), "security.capability"));
+                continue;
+            }
             let r = rustix::fs::lsetxattr(
                 path,
                 OsStr::from_bytes(&name),
@@ -175,13 +187,15 @@ impl Walk<'_> {
         // (an access ACL also sets the mode; chmod then keeps both).
         self.set_xattrs(node, shown, path);
         if node.kind() != InodeKind::Symlink {
-            rustix::fs::chmodat(
-                CWD,
-                path,
-                Mode::from_raw_mode(u32::from(i.mode) & 0o7777),
-                AtFlags::empty(),
-            )
-            .map_err(|e| io(path)(e.into()))?;
+            let mut mode = u32::from(i.mode) & 0o7777;
+            if !self.opts.special && node.kind() != InodeKind::Directory && mode & 0o6000 != 0 {
+                mode &= !0o6000;
+                self.report
+                    .dropped
+                    .push((shown.to_string(), "setuid/setgid bits"));
+            }
+            rustix::fs::chmodat(CWD, path, Mode::from_raw_mode(mode), AtFlags::empty())
+                .map_err(|e| io(path)(e.into()))?;
         }
         let times = Timestamps {
             last_access: ts(i.atime()),
@@ -229,13 +243,22 @@ impl Walk<'_> {
     fn special(&mut self, node: &Node, shown: &str, dest: &Path) -> Result<(), ImageError> {
         let mode = u32::from(node.inode.mode);
         let ft = rustix::fs::FileType::from_raw_mode(mode);
+        if !self.opts.special
+            && matches!(
+                ft,
+                rustix::fs::FileType::CharacterDevice | rustix::fs::FileType::BlockDevice
+            )
+        {
+            self.report.dropped.push((shown.to_string(), "device node"));
+            return Ok(());
+        }
         let (major, minor) = node.inode.device_number();
         let tmp = temp_name(dest);
         rustix::fs::mknodat(
             CWD,
             &tmp,
             ft,
-            Mode::from_raw_mode(mode & 0o7777),
+            Mode::from_raw_mode(mode & 0o777),
             rustix::fs::makedev(major, minor),
         )
         .map_err(|e| io(&tmp)(e.into()))?;

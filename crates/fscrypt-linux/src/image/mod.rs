@@ -194,6 +194,18 @@ pub struct Image {
     keys: KeySet,
 }
 
+/// A directory entry name from the image that is safe as one path
+/// component here (and that the kernel accepts in a FUSE reply): not
+/// empty, not `.` or `..`, no `/` or NUL, at most 255 bytes. The image is
+/// untrusted: a crafted directory block can hold any bytes.
+pub fn safe_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != b"."
+        && name != b".."
+        && !name.iter().any(|&c| c == b'/' || c == 0)
+}
+
 /// Join a shown path and a name for messages.
 pub fn join(parent: &str, name: &[u8]) -> String {
     let name = String::from_utf8_lossy(name);

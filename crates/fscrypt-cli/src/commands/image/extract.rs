@@ -14,9 +14,12 @@ use fscrypt_linux::image::extract::{self, Options, Progress};
     long_about = "Copy PATH (default: the whole filesystem) out of the image to DEST: a \
                   directory becomes DEST (created, or an existing directory), anything else is \
                   written at DEST (or DEST/NAME when DEST is a directory). Contents, symlinks, \
-                  hard links (as links), special files, modes, timestamps, user xattrs, POSIX \
-                  ACLs and, as root, owners and trusted/security xattrs are restored (a failure \
-                  to set one is reported for that object); holes stay holes. Each file is written under a temporary name \
+                  hard links (as links), FIFOs and sockets, modes, timestamps, user xattrs, POSIX \
+                  ACLs and, as root, trusted/security xattrs are restored (a failure \
+                  to set one is reported for that object); holes stay holes. The image is \
+                  untrusted: owners are restored only with --same-owner, and setuid/setgid \
+                  bits, device nodes and security.capability only with --preserve-special \
+                  (each one left out is named on stderr). Each file is written under a temporary name \
                   and renamed into place. Objects whose key was not given are reported and \
                   skipped, never written as ciphertext. Exit status 1 if anything was skipped \
                   or failed."
@@ -28,6 +31,15 @@ pub struct Args {
     /// argument it is DEST and the whole filesystem is extracted.
     #[arg(required = true, num_args = 1..=2, value_name = "[PATH] DEST")]
     pub paths: Vec<OsString>,
+    /// Restore the owners recorded in the image (needs root); otherwise
+    /// everything extracted belongs to the caller.
+    #[arg(long)]
+    pub same_owner: bool,
+    /// Restore setuid/setgid bits, device nodes and file capabilities
+    /// (`security.capability`) from the image; otherwise they are left
+    /// out, each named on stderr.
+    #[arg(long)]
+    pub preserve_special: bool,
     /// Do not print progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -74,7 +86,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     };
     let root = rustix::process::geteuid().is_root();
     let opts = Options {
-        owners: root,
+        owners: args.same_owner,
+        special: args.preserve_special,
         privileged_xattrs: root,
     };
     let report = extract::extract(&img, &node, &shown, &dest, opts, &mut progress)?;
@@ -84,6 +97,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     }
     for (p, e) in &report.errors {
         eprintln!("fscrypt-rs: {p}: {e}");
+    }
+    for (p, what) in &report.dropped {
+        eprintln!("fscrypt-rs: {p}: {what} left out (--preserve-special restores it)");
     }
     if !args.quiet {
         eprintln!(
