@@ -272,6 +272,72 @@ fn temporary_file_and_directory() {
     );
 }
 
+/// A `fscrypt.tmp.*` leftover directory with a tmpfs mounted on a
+/// subdirectory: neither `fsck --repair` nor the mount's recovery pass
+/// descends into the tmpfs (issue 20 item 7); both report the leftover
+/// instead, and the tmpfs file survives.
+#[test]
+fn temporary_directory_with_a_mount_inside_is_not_crossed() {
+    if !test_support::skip::is_root() {
+        test_support::skip::skip(
+            "temporary_directory_with_a_mount_inside_is_not_crossed",
+            "needs root to mount a tmpfs",
+        );
+        return;
+    }
+    let v = V::new("tmp-mount");
+    let t = v.cipher.join("fscrypt.tmp.CCCCCCCCCCCCCCCC");
+    let sub = t.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(t.join("own"), b"leftover").unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "fscrypt-test-tmpfs"])
+        .arg(&sub)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount tmpfs on {}", sub.display());
+    let guard = test_support::BindGuard(sub.clone());
+    let precious = sub.join("precious");
+    std::fs::write(&precious, b"another filesystem's file").unwrap();
+
+    let (_, r) = v.report(true, &["--repair"]);
+    let got = problems(&v, &r);
+    assert!(
+        got.iter().any(|(k, b, _, s)| k == "temporary"
+            && b == "fscrypt.tmp.CCCCCCCCCCCCCCCC"
+            && s == "repair-failed"),
+        "{got:?}"
+    );
+    assert!(
+        r.to_string().contains("unmount it"),
+        "the report says what to do: {r}"
+    );
+    assert_eq!(
+        std::fs::read(&precious).unwrap(),
+        b"another filesystem's file"
+    );
+
+    // The recovery pass of the next read-write mount (no clean marker).
+    let _ = std::fs::remove_file(v.cipher.join(layout::CLEAN_MARKER));
+    drop(v.fs());
+    assert_eq!(
+        std::fs::read(&precious).unwrap(),
+        b"another filesystem's file"
+    );
+    assert!(test_support::is_mounted(&sub), "the tmpfs is still mounted");
+
+    drop(guard);
+    assert!(!test_support::is_mounted(&sub));
+    let (_, r) = v.report(true, &["--repair"]);
+    let got = problems(&v, &r);
+    assert!(
+        got.iter()
+            .any(|(k, _, _, s)| k == "temporary" && s == "repaired"),
+        "without the mount the leftover goes: {got:?}"
+    );
+    assert!(!t.exists());
+}
+
 #[test]
 fn orphan_side_file() {
     let v = V::new("orphan");
