@@ -63,7 +63,7 @@ pub use kdf::{
 pub use password::argon2id;
 pub use prepared::{CipherKey, PreparedKey};
 pub use random::random_bytes;
-pub use secret::SecretBuf;
+pub use secret::{SecretBox, SecretBuf, scrub_stack};
 
 #[cfg(test)]
 mod tests;
