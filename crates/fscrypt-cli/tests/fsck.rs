@@ -272,20 +272,17 @@ fn temporary_file_and_directory() {
     );
 }
 
-/// A `fscrypt.tmp.*` leftover directory with a tmpfs mounted on a
-/// subdirectory: neither `fsck --repair` nor the mount's recovery pass
-/// descends into the tmpfs (issue 20 item 7); both report the leftover
-/// instead, and the tmpfs file survives.
-#[test]
-fn temporary_directory_with_a_mount_inside_is_not_crossed() {
+/// A `fscrypt.tmp.*` leftover directory of `v` with a tmpfs mounted on a
+/// subdirectory holding one file: (leftover, mount point, the file, the
+/// guard that detaches the tmpfs). `None` (skipped loudly) without root.
+fn leftover_with_a_mount(
+    v: &V,
+    test: &str,
+) -> Option<(PathBuf, PathBuf, PathBuf, test_support::BindGuard)> {
     if !test_support::skip::is_root() {
-        test_support::skip::skip(
-            "temporary_directory_with_a_mount_inside_is_not_crossed",
-            "needs root to mount a tmpfs",
-        );
-        return;
+        test_support::skip::skip(test, "needs root to mount a tmpfs");
+        return None;
     }
-    let v = V::new("tmp-mount");
     let t = v.cipher.join("fscrypt.tmp.CCCCCCCCCCCCCCCC");
     let sub = t.join("sub");
     std::fs::create_dir_all(&sub).unwrap();
@@ -298,9 +295,30 @@ fn temporary_directory_with_a_mount_inside_is_not_crossed() {
     assert!(mounted.success(), "mount tmpfs on {}", sub.display());
     let guard = test_support::BindGuard(sub.clone());
     let precious = sub.join("precious");
-    std::fs::write(&precious, b"another filesystem's file").unwrap();
+    std::fs::write(&precious, PRECIOUS).unwrap();
+    Some((t, sub, precious, guard))
+}
 
+const PRECIOUS: &[u8] = b"another filesystem's file";
+
+/// `fsck --repair` never descends into a mount inside a `fscrypt.tmp.*`
+/// leftover (issue 20 item 7): it reports the leftover as `repair-failed`
+/// with what to do, and the mounted file survives; without the mount the
+/// leftover goes.
+#[test]
+fn fsck_repair_never_crosses_a_mount_in_a_leftover() {
+    let v = V::new("tmp-mount");
+    let Some((t, sub, precious, guard)) =
+        leftover_with_a_mount(&v, "fsck_repair_never_crosses_a_mount_in_a_leftover")
+    else {
+        return;
+    };
     let (_, r) = v.report(true, &["--repair"]);
+    assert_eq!(
+        std::fs::read(&precious).ok().as_deref(),
+        Some(PRECIOUS),
+        "fsck --repair deleted a file of the tmpfs: {r}"
+    );
     let got = problems(&v, &r);
     assert!(
         got.iter().any(|(k, b, _, s)| k == "temporary"
@@ -311,18 +329,6 @@ fn temporary_directory_with_a_mount_inside_is_not_crossed() {
     assert!(
         r.to_string().contains("unmount it"),
         "the report says what to do: {r}"
-    );
-    assert_eq!(
-        std::fs::read(&precious).unwrap(),
-        b"another filesystem's file"
-    );
-
-    // The recovery pass of the next read-write mount (no clean marker).
-    let _ = std::fs::remove_file(v.cipher.join(layout::CLEAN_MARKER));
-    drop(v.fs());
-    assert_eq!(
-        std::fs::read(&precious).unwrap(),
-        b"another filesystem's file"
     );
     assert!(test_support::is_mounted(&sub), "the tmpfs is still mounted");
 
@@ -336,6 +342,37 @@ fn temporary_directory_with_a_mount_inside_is_not_crossed() {
         "without the mount the leftover goes: {got:?}"
     );
     assert!(!t.exists());
+}
+
+/// The recovery pass of a read-write mount (no clean marker) never descends
+/// into a mount inside a `fscrypt.tmp.*` leftover either (issue 20 item 7).
+#[test]
+fn recovery_pass_never_crosses_a_mount_in_a_leftover() {
+    let v = V::new("tmp-mount-recovery");
+    let Some((t, sub, precious, guard)) =
+        leftover_with_a_mount(&v, "recovery_pass_never_crosses_a_mount_in_a_leftover")
+    else {
+        return;
+    };
+    let _ = std::fs::remove_file(v.cipher.join(layout::CLEAN_MARKER));
+    drop(v.fs());
+    assert_eq!(
+        std::fs::read(&precious).ok().as_deref(),
+        Some(PRECIOUS),
+        "the recovery pass deleted a file of the tmpfs"
+    );
+    assert!(test_support::is_mounted(&sub), "the tmpfs is still mounted");
+    assert!(
+        t.exists(),
+        "the leftover stays while something is mounted in it"
+    );
+    drop(guard);
+    let _ = std::fs::remove_file(v.cipher.join(layout::CLEAN_MARKER));
+    drop(v.fs());
+    assert!(
+        !t.exists(),
+        "without the mount the recovery pass removes it"
+    );
 }
 
 #[test]
