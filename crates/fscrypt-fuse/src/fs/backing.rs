@@ -402,6 +402,7 @@ impl EncryptedFs {
     /// # Errors
     /// [`Error::NotPermitted`] for an object that is not the vault's.
     pub(super) fn check_vault_object(&self, inode: &Inode, st: &Stat) -> Result<()> {
+        #[allow(clippy::unnecessary_cast)] // `st_nlink` is u32 on some targets
         let links = st.st_nlink as u64;
         if kind_of(st.st_mode) == Kind::Dir
             || links <= 1
