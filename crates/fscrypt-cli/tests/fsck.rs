@@ -272,6 +272,109 @@ fn temporary_file_and_directory() {
     );
 }
 
+/// A `fscrypt.tmp.*` leftover directory of `v` with a tmpfs mounted on a
+/// subdirectory holding one file: (leftover, mount point, the file, the
+/// guard that detaches the tmpfs). `None` (skipped loudly) without root.
+fn leftover_with_a_mount(
+    v: &V,
+    test: &str,
+) -> Option<(PathBuf, PathBuf, PathBuf, test_support::BindGuard)> {
+    if !test_support::skip::is_root() {
+        test_support::skip::skip(test, "needs root to mount a tmpfs");
+        return None;
+    }
+    let t = v.cipher.join("fscrypt.tmp.CCCCCCCCCCCCCCCC");
+    let sub = t.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(t.join("own"), b"leftover").unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "fscrypt-test-tmpfs"])
+        .arg(&sub)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount tmpfs on {}", sub.display());
+    let guard = test_support::BindGuard(sub.clone());
+    let precious = sub.join("precious");
+    std::fs::write(&precious, PRECIOUS).unwrap();
+    Some((t, sub, precious, guard))
+}
+
+const PRECIOUS: &[u8] = b"another filesystem's file";
+
+/// `fsck --repair` never descends into a mount inside a `fscrypt.tmp.*`
+/// leftover (issue 20 item 7): it reports the leftover as `repair-failed`
+/// with what to do, and the mounted file survives; without the mount the
+/// leftover goes.
+#[test]
+fn fsck_repair_never_crosses_a_mount_in_a_leftover() {
+    let v = V::new("tmp-mount");
+    let Some((t, sub, precious, guard)) =
+        leftover_with_a_mount(&v, "fsck_repair_never_crosses_a_mount_in_a_leftover")
+    else {
+        return;
+    };
+    let (_, r) = v.report(true, &["--repair"]);
+    assert_eq!(
+        std::fs::read(&precious).ok().as_deref(),
+        Some(PRECIOUS),
+        "fsck --repair deleted a file of the tmpfs: {r}"
+    );
+    let got = problems(&v, &r);
+    assert!(
+        got.iter().any(|(k, b, _, s)| k == "temporary"
+            && b == "fscrypt.tmp.CCCCCCCCCCCCCCCC"
+            && s == "repair-failed"),
+        "{got:?}"
+    );
+    assert!(
+        r.to_string().contains("unmount it"),
+        "the report says what to do: {r}"
+    );
+    assert!(test_support::is_mounted(&sub), "the tmpfs is still mounted");
+
+    drop(guard);
+    assert!(!test_support::is_mounted(&sub));
+    let (_, r) = v.report(true, &["--repair"]);
+    let got = problems(&v, &r);
+    assert!(
+        got.iter()
+            .any(|(k, _, _, s)| k == "temporary" && s == "repaired"),
+        "without the mount the leftover goes: {got:?}"
+    );
+    assert!(!t.exists());
+}
+
+/// The recovery pass of a read-write mount (no clean marker) never descends
+/// into a mount inside a `fscrypt.tmp.*` leftover either (issue 20 item 7).
+#[test]
+fn recovery_pass_never_crosses_a_mount_in_a_leftover() {
+    let v = V::new("tmp-mount-recovery");
+    let Some((t, sub, precious, guard)) =
+        leftover_with_a_mount(&v, "recovery_pass_never_crosses_a_mount_in_a_leftover")
+    else {
+        return;
+    };
+    let _ = std::fs::remove_file(v.cipher.join(layout::CLEAN_MARKER));
+    drop(v.fs());
+    assert_eq!(
+        std::fs::read(&precious).ok().as_deref(),
+        Some(PRECIOUS),
+        "the recovery pass deleted a file of the tmpfs"
+    );
+    assert!(test_support::is_mounted(&sub), "the tmpfs is still mounted");
+    assert!(
+        t.exists(),
+        "the leftover stays while something is mounted in it"
+    );
+    drop(guard);
+    let _ = std::fs::remove_file(v.cipher.join(layout::CLEAN_MARKER));
+    drop(v.fs());
+    assert!(
+        !t.exists(),
+        "without the mount the recovery pass removes it"
+    );
+}
+
 #[test]
 fn orphan_side_file() {
     let v = V::new("orphan");

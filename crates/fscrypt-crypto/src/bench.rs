@@ -360,7 +360,7 @@ fn measure_into(
     r.per_file_key_setup_ns = hkdf_ns.map(|h| h + schedule.ns.median);
     r.key_schedule = Some(schedule);
     step("key setup");
-    let key: Box<dyn CipherKey> = new_key(&key_bytes)?;
+    let key: crate::SecretBox<dyn CipherKey> = new_key(&key_bytes)?;
     let mut iv = vec![0u8; alg.iv_size()];
     let (contents, names) = roles(alg);
     if contents {

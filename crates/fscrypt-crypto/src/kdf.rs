@@ -16,9 +16,10 @@ use aes::{Aes128, Aes256};
 use cipher::{BlockCipherEncrypt, KeyInit};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256, Sha512};
+use zeroize::Zeroize;
 
-use crate::Error;
 use crate::block::{Block, as_blocks_mut, load, store};
+use crate::{Error, SecretBox, scrub_stack};
 
 /// SHA-256 of `data` (FIPS 180-4). Returns the 32-byte digest.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
@@ -56,11 +57,19 @@ pub const HKDF_SHA512_MAX_OUTPUT: usize = 255 * 64;
 ///
 /// fscrypt v2 extracts once per master key with an all-zero 64-byte salt
 /// (spec §4.3, §14 item 2) and then expands with `info = "fscrypt\0" ‖ ctx ‖ …`.
-/// The PRK (and the HMAC state derived from it) is zeroized on drop; `Debug`
+/// The HMAC state keyed with the PRK (key-equivalent) lives in locked,
+/// dump-excluded memory ([`SecretBox`]) and is zeroized on drop; `Debug`
 /// is redacted.
-#[derive(Clone)]
 pub struct HkdfSha512 {
-    hkdf: hkdf::Hkdf<Sha512>,
+    hkdf: SecretBox<hkdf::Hkdf<Sha512>>,
+}
+
+impl Clone for HkdfSha512 {
+    fn clone(&self) -> Self {
+        let hkdf = SecretBox::new((*self.hkdf).clone());
+        scrub_stack();
+        HkdfSha512 { hkdf }
+    }
 }
 
 impl HkdfSha512 {
@@ -68,7 +77,12 @@ impl HkdfSha512 {
     /// "HashLen zero bytes", exactly as RFC 5869 specifies.
     pub fn extract(salt: &[u8], ikm: &[u8]) -> Self {
         let salt = if salt.is_empty() { None } else { Some(salt) };
-        let (_, hkdf) = hkdf::Hkdf::<Sha512>::extract(salt, ikm);
+        let hkdf = {
+            let (mut prk, hkdf) = hkdf::Hkdf::<Sha512>::extract(salt, ikm);
+            prk.as_mut_slice().zeroize();
+            SecretBox::new(hkdf)
+        };
+        scrub_stack();
         HkdfSha512 { hkdf }
     }
 
@@ -77,12 +91,21 @@ impl HkdfSha512 {
     /// # Errors
     /// [`Error::InvalidKeyLength`] if `prk` is shorter than 64 bytes.
     pub fn from_prk(prk: &[u8]) -> Result<Self, Error> {
-        let hkdf = hkdf::Hkdf::<Sha512>::from_prk(prk).map_err(|_| Error::InvalidKeyLength {
-            algorithm: "HKDF-SHA512 PRK",
-            expected: 64,
-            actual: prk.len(),
-        })?;
-        Ok(HkdfSha512 { hkdf })
+        let hkdf = hkdf::Hkdf::<Sha512>::from_prk(prk)
+            .map(SecretBox::new)
+            .map_err(|_| Error::InvalidKeyLength {
+                algorithm: "HKDF-SHA512 PRK",
+                expected: 64,
+                actual: prk.len(),
+            });
+        scrub_stack();
+        Ok(HkdfSha512 { hkdf: hkdf? })
+    }
+
+    /// Address of the HMAC state, for the test that it lies in locked memory.
+    #[cfg(test)]
+    pub(crate) fn state_addr(&self) -> usize {
+        &*self.hkdf as *const hkdf::Hkdf<Sha512> as usize
     }
 
     /// HKDF-Expand(PRK, info, L = okm.len()) (RFC 5869 §2.3), where `info` is

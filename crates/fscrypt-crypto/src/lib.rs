@@ -63,7 +63,7 @@ pub use kdf::{
 pub use password::{ARGON2_MAX_M_COST_KIB, ARGON2_MAX_T_COST, ARGON2_MAX_WORK_KIB, argon2id};
 pub use prepared::{CipherKey, PreparedKey};
 pub use random::random_bytes;
-pub use secret::SecretBuf;
+pub use secret::{SecretBox, SecretBuf, scrub_stack};
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 
 use core::fmt;
 
-use crate::{Algorithm, Error, registry};
+use crate::{Algorithm, Error, SecretBox, registry};
 
 /// A keyed instance of one implementation: what a registry
 /// [`registry::KeyConstructor`] returns.
@@ -31,13 +31,14 @@ pub trait CipherKey: Send + Sync {
 /// A key for one [`Algorithm`], prepared once by the selected implementation.
 ///
 /// `Send + Sync`: one prepared key may serve many threads. The key schedule
-/// lives inside the implementation's object and is zeroized on drop; `Debug`
+/// lives inside the implementation's object, which is kept in locked,
+/// dump-excluded memory ([`SecretBox`]) and zeroized on drop; `Debug`
 /// shows the algorithm and implementation only. Source: the kernel's
 /// `struct fscrypt_prepared_key` (fs/crypto/fscrypt_private.h).
 pub struct PreparedKey {
     algorithm: Algorithm,
     implementation: &'static str,
-    inner: Box<dyn CipherKey>,
+    inner: SecretBox<dyn CipherKey>,
 }
 
 impl PreparedKey {
@@ -57,13 +58,20 @@ impl PreparedKey {
     pub(crate) fn from_parts(
         algorithm: Algorithm,
         implementation: &'static str,
-        inner: Box<dyn CipherKey>,
+        inner: SecretBox<dyn CipherKey>,
     ) -> PreparedKey {
         PreparedKey {
             algorithm,
             implementation,
             inner,
         }
+    }
+
+    /// Address of the implementation object (the key schedule), for the
+    /// test that it lies in locked memory.
+    #[cfg(test)]
+    pub(crate) fn state_addr(&self) -> usize {
+        &*self.inner as *const dyn CipherKey as *const u8 as usize
     }
 
     /// The algorithm this key is for.

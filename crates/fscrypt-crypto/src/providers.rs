@@ -21,12 +21,12 @@ use crate::essiv::Essiv;
 use crate::hctr2::Hctr2;
 use crate::registry::{Implementation, Properties};
 use crate::xts::Xts;
-use crate::{Algorithm, CipherKey, Error};
+use crate::{Algorithm, CipherKey, Error, SecretBox};
 
-type Boxed = Result<Box<dyn CipherKey>, Error>;
+type Boxed = Result<SecretBox<dyn CipherKey>, Error>;
 
 fn boxed<K: CipherKey + 'static>(k: Result<K, Error>) -> Boxed {
-    Ok(Box::new(k?))
+    Ok(SecretBox::cipher_key(k?))
 }
 
 const fn cpu(

@@ -18,7 +18,7 @@ use core::ops::BitOr;
 use std::sync::OnceLock;
 
 use crate::kat::{self, Kat};
-use crate::{Algorithm, CipherKey, Error, PreparedKey};
+use crate::{Algorithm, CipherKey, Error, PreparedKey, SecretBox};
 
 /// Properties of an implementation that fscrypt may refuse (a bit mask).
 ///
@@ -118,8 +118,10 @@ impl fmt::Display for Properties {
 }
 
 /// Builds a keyed instance of an implementation from a key of the algorithm's
-/// size. Called once per key (not per data unit); may allocate.
-pub type KeyConstructor = fn(key: &[u8]) -> Result<Box<dyn CipherKey>, Error>;
+/// size. Called once per key (not per data unit); may allocate. The instance
+/// (its key schedule) lives in locked, dump-excluded memory
+/// ([`SecretBox::cipher_key`]).
+pub type KeyConstructor = fn(key: &[u8]) -> Result<SecretBox<dyn CipherKey>, Error>;
 
 /// A registered implementation of one algorithm (registry data, like a kernel
 /// `struct crypto_alg`).
@@ -446,8 +448,11 @@ impl Registry {
     pub fn prepare(&self, alg: Algorithm, key: &[u8]) -> Result<PreparedKey, Error> {
         alg.check_key(key)?;
         let imp = self.select(alg)?;
-        let inner = (imp.new_key)(key)?;
-        Ok(PreparedKey::from_parts(alg, imp.name, inner))
+        let inner = (imp.new_key)(key);
+        // The schedule was built on the stack before it moved into locked
+        // memory: clear what is left there.
+        crate::scrub_stack();
+        Ok(PreparedKey::from_parts(alg, imp.name, inner?))
     }
 
     /// Every implementation with its self-test result and selection verdict,

@@ -1,5 +1,7 @@
 //! [`SecretBuf`]: memory for key material that stays out of core dumps,
-//! out of forked children and (where the system allows) out of swap.
+//! out of forked children and (where the system allows) out of swap; and
+//! [`SecretBox`], a value (a prepared cipher's key schedule, an HKDF state)
+//! placed in such memory.
 //!
 //! Each buffer is its own anonymous private mapping, advised
 //! `MADV_DONTDUMP` (left out of core files) and `MADV_WIPEONFORK` (a
@@ -15,8 +17,12 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::sync::Mutex;
+
 use rustix::mm::{Advice, MapFlags, ProtFlags};
 use zeroize::Zeroize;
+
+use crate::CipherKey;
 
 /// Whether the "cannot lock" warning was printed already.
 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -176,8 +182,221 @@ impl Drop for SecretBuf {
     }
 }
 
+/// Smallest slot of the key-object arena, in bytes (a cache line).
+const MIN_SLOT: usize = 64;
+/// Size classes of the arena: 64 bytes to 16 KiB, powers of two.
+const CLASSES: usize = 9;
+/// Bytes per arena chunk: one [`SecretBuf`] of 64 KiB, carved into slots.
+const CHUNK: usize = 64 * 1024;
+
+/// The arena behind [`SecretBox`]: chunks of locked, dump-excluded pages
+/// (each a [`SecretBuf`], never unmapped), slots handed out by bumping, freed
+/// slots kept per size class. A key object costs no `mmap` or `mlock` of its
+/// own (those happen once per 64 KiB), so a per-file key stays cheap.
+struct Arena {
+    chunks: Vec<SecretBuf>,
+    /// Next free byte of the last chunk.
+    bump: usize,
+    free: [Vec<usize>; CLASSES],
+}
+
+static ARENA: Mutex<Arena> = Mutex::new(Arena {
+    chunks: Vec::new(),
+    bump: CHUNK,
+    free: [const { Vec::new() }; CLASSES],
+});
+
+/// The size class (index, slot bytes) of a layout, `None` when too big for
+/// the arena.
+fn class_of(size: usize, align: usize) -> Option<(usize, usize)> {
+    let slot = size.max(align).max(MIN_SLOT).checked_next_power_of_two()?;
+    let i = (slot / MIN_SLOT).trailing_zeros() as usize;
+    (i < CLASSES).then_some((i, slot))
+}
+
+impl Arena {
+    /// A zeroed slot of class `i` (`slot` bytes, aligned to `slot`), and
+    /// whether its chunk is locked.
+    fn take(&mut self, i: usize, slot: usize) -> (NonNull<u8>, bool) {
+        if let Some(addr) = self.free[i].pop() {
+            return (self.ptr(addr), self.locked(addr));
+        }
+        // Chunks are page-aligned and slots are powers of two no larger
+        // than a chunk: aligning the offset aligns the address.
+        let mut off = self.bump.next_multiple_of(slot);
+        if off + slot > CHUNK {
+            self.chunks.push(SecretBuf::new(CHUNK));
+            off = 0;
+        }
+        let Some(chunk) = self.chunks.last() else {
+            unreachable!("a chunk was just added")
+        };
+        self.bump = off + slot;
+        let addr = chunk.ptr.as_ptr() as usize + off;
+        (self.ptr(addr), chunk.locked)
+    }
+
+    fn ptr(&self, addr: usize) -> NonNull<u8> {
+        let c = self
+            .chunks
+            .iter()
+            .find(|c| (c.ptr.as_ptr() as usize..c.ptr.as_ptr() as usize + CHUNK).contains(&addr));
+        let Some(c) = c else {
+            unreachable!("arena slots lie in arena chunks")
+        };
+        let off = addr - c.ptr.as_ptr() as usize;
+        // SAFETY: `off < CHUNK`, inside the chunk's mapping; the pointer
+        // keeps the chunk's provenance.
+        unsafe { NonNull::new_unchecked(c.ptr.as_ptr().add(off)) }
+    }
+
+    fn locked(&self, addr: usize) -> bool {
+        self.chunks.iter().any(|c| {
+            c.locked && (c.ptr.as_ptr() as usize..c.ptr.as_ptr() as usize + CHUNK).contains(&addr)
+        })
+    }
+}
+
+/// Where a [`SecretBox`]'s value lives.
+enum Place {
+    /// A slot of the arena, of size class `.0`.
+    Slot(usize),
+    /// Its own mapping (values larger than an arena slot).
+    Own(#[allow(dead_code)] SecretBuf),
+}
+
+/// A value of type `T` (a prepared cipher's key schedule, an HKDF state)
+/// kept in the same memory as [`SecretBuf`]: excluded from core dumps,
+/// wiped in forked children, locked in RAM where the system allows. Small
+/// values share 64 KiB chunks (slots of 64 bytes to 16 KiB); larger ones get
+/// their own mapping. Dropping drops the value, then zeroizes its slot.
+///
+/// The value is built by the caller and moved in, so a copy may remain in
+/// the caller's stack frame; code that builds keys calls [`scrub_stack`]
+/// afterwards. Dereferences to `T`; `Debug` is redacted.
+pub struct SecretBox<T: ?Sized> {
+    ptr: NonNull<T>,
+    place: Place,
+    locked: bool,
+}
+
+// SAFETY: `SecretBox<T>` owns its `T` exclusively, as `Box<T>` does.
+unsafe impl<T: ?Sized + Send> Send for SecretBox<T> {}
+// SAFETY: as above; `&SecretBox<T>` hands out `&T` only.
+unsafe impl<T: ?Sized + Sync> Sync for SecretBox<T> {}
+
+impl<T> SecretBox<T> {
+    /// Moves `value` into locked, dump-excluded memory.
+    ///
+    /// # Panics
+    /// When the system cannot map memory for it (as a failed allocation
+    /// would abort).
+    pub fn new(value: T) -> SecretBox<T> {
+        let (size, align) = (core::mem::size_of::<T>(), core::mem::align_of::<T>());
+        let (raw, place, locked) = match class_of(size, align) {
+            Some((i, slot)) => {
+                let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+                let (p, locked) = a.take(i, slot);
+                (p, Place::Slot(i), locked)
+            }
+            None => {
+                // Page-aligned: enough for any alignment Rust types use.
+                let b = SecretBuf::new(size);
+                let (p, locked) = (b.ptr, b.locked);
+                (p, Place::Own(b), locked)
+            }
+        };
+        let ptr = raw.cast::<T>();
+        // SAFETY: `ptr` is valid for writes of `size` bytes, aligned for `T`
+        // (slots are aligned to their size, a power of two >= align), and
+        // unused: this box owns it from now on.
+        unsafe { ptr.as_ptr().write(value) };
+        SecretBox { ptr, place, locked }
+    }
+}
+
+impl<T: ?Sized> SecretBox<T> {
+    /// Whether the memory is locked in RAM (`mlock` succeeded).
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+}
+
+impl SecretBox<dyn CipherKey> {
+    /// A prepared cipher key in locked memory, as a trait object: what a
+    /// [`crate::registry::KeyConstructor`] returns.
+    pub fn cipher_key<K: CipherKey + 'static>(key: K) -> SecretBox<dyn CipherKey> {
+        let b = SecretBox::new(key);
+        let me = core::mem::ManuallyDrop::new(b);
+        let ptr: *mut dyn CipherKey = me.ptr.as_ptr();
+        // SAFETY: the unsizing cast keeps the address; ownership of the
+        // slot moves from `me` (never dropped) to the new box.
+        let place = unsafe { core::ptr::read(&me.place) };
+        SecretBox {
+            ptr: NonNull::new(ptr).unwrap_or_else(|| unreachable!("non-null stays non-null")),
+            place,
+            locked: me.locked,
+        }
+    }
+}
+
+impl<T: ?Sized> core::ops::Deref for SecretBox<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: `ptr` holds an initialised `T` owned by `self` until drop.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: ?Sized> core::ops::DerefMut for SecretBox<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; the unique borrow of `self` makes this the
+        // only reference.
+        unsafe { self.ptr.as_mut() }
+    }
+}
+
+impl<T: ?Sized> core::fmt::Debug for SecretBox<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SecretBox(<redacted>)")
+    }
+}
+
+impl<T: ?Sized> Drop for SecretBox<T> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` holds an initialised `T` that nothing uses after
+        // this; size and address come from it before it is dropped.
+        let (size, raw) = unsafe {
+            let size = core::mem::size_of_val(self.ptr.as_ref());
+            core::ptr::drop_in_place(self.ptr.as_ptr());
+            (size, self.ptr.as_ptr().cast::<u8>())
+        };
+        // SAFETY: the `size` bytes of the dropped value are ours to reuse.
+        unsafe { core::slice::from_raw_parts_mut(raw, size) }.zeroize();
+        if let Place::Slot(i) = self.place {
+            let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+            a.free[i].push(raw as usize);
+        }
+        // `Place::Own`: the SecretBuf zeroizes and unmaps itself.
+    }
+}
+
+/// Overwrites `STACK_SCRUB` bytes of the stack below the caller's frame with
+/// zeros: where the functions it just called (key schedules, HKDF) left
+/// copies of key material that were moved into a [`SecretBox`].
+#[inline(never)]
+pub fn scrub_stack() {
+    let mut area = [0u8; STACK_SCRUB];
+    area.zeroize();
+    core::hint::black_box(&area);
+}
+
+/// Bytes of stack [`scrub_stack`] clears (the deepest key setup, AES-256
+/// with VAES key schedules inside XTS or HCTR2, uses a few KiB).
+const STACK_SCRUB: usize = 16 * 1024;
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::SecretBuf;
 
     #[test]
@@ -198,10 +417,18 @@ mod tests {
     #[test]
     fn pages_are_dontdump_and_locked() {
         let s = SecretBuf::from_slice(b"0123456789abcdef");
-        let addr = s.as_ptr() as usize;
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let flags = vm_flags_of(s.as_ptr() as usize).expect("mapping not in /proc/self/smaps");
+        assert!(flags.contains(" dd"), "not MADV_DONTDUMP: {flags}");
+        assert!(flags.contains(" wf"), "not MADV_WIPEONFORK: {flags}");
+        if s.is_locked() {
+            assert!(flags.contains(" lo"), "not locked: {flags}");
+        }
+    }
+
+    /// The `VmFlags:` line of the /proc/self/smaps mapping holding `addr`.
+    pub(crate) fn vm_flags_of(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         let mut lines = smaps.lines();
-        let mut found = false;
         while let Some(l) = lines.next() {
             let Some((range, _)) = l.split_once(' ') else {
                 continue;
@@ -216,19 +443,11 @@ mod tests {
             if !(lo..hi).contains(&addr) {
                 continue;
             }
-            for l in lines.by_ref() {
-                if let Some(flags) = l.strip_prefix("VmFlags:") {
-                    assert!(flags.contains(" dd"), "not MADV_DONTDUMP: {flags}");
-                    assert!(flags.contains(" wf"), "not MADV_WIPEONFORK: {flags}");
-                    if s.is_locked() {
-                        assert!(flags.contains(" lo"), "not locked: {flags}");
-                    }
-                    found = true;
-                    break;
-                }
-            }
-            break;
+            return lines
+                .by_ref()
+                .find_map(|l| l.strip_prefix("VmFlags:"))
+                .map(|f| format!("{f} "));
         }
-        assert!(found, "mapping not in /proc/self/smaps");
+        None
     }
 }

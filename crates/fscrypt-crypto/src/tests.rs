@@ -10,7 +10,7 @@ use crate::essiv::Essiv;
 use crate::hctr2::Hctr2;
 use crate::registry::{Registry, builtin_implementations};
 use crate::xts::Xts;
-use crate::{Algorithm, CipherKey, HkdfSha512, PreparedKey, hmac_sha512, siphash24};
+use crate::{Algorithm, CipherKey, HkdfSha512, PreparedKey, SecretBox, hmac_sha512, siphash24};
 
 /// Loads `file` and returns its entries.
 pub(crate) fn entries(file: &str) -> Vec<Value> {
@@ -57,7 +57,7 @@ fn run_file(file: &str, alg: Algorithm) -> usize {
         {
             let what = format!("{file}[{i}] with {}", imp.name);
             let k = (imp.new_key)(&key).unwrap_or_else(|err| panic!("{what}: key setup: {err}"));
-            check(&what, k.as_ref(), &iv, &pt, &ct);
+            check(&what, &*k, &iv, &pt, &ct);
             n += 1;
             ran_any = true;
         }
@@ -141,7 +141,7 @@ fn cts_aes_256_fscrypt_filenames() {
             let k = (imp.new_key)(&key).unwrap();
             check(
                 &format!("filenames[{i}] with {}", imp.name),
-                k.as_ref(),
+                &*k,
                 &hx(e, "iv"),
                 &pt,
                 &hx(e, "ctext"),
@@ -161,15 +161,15 @@ fn essiv_vectors() {
     let mut n = 0;
     for (i, e) in entries("essiv_cbc_aes_sha256.json").iter().enumerate() {
         let key = hx(e, "key");
-        let k: Box<dyn CipherKey> = match key.len() {
-            16 => Box::new(Essiv::<Aes128>::new("essiv-128", &key).unwrap()),
-            24 => Box::new(Essiv::<Aes192>::new("essiv-192", &key).unwrap()),
-            32 => Box::new(Essiv::<Aes256>::new("essiv-256", &key).unwrap()),
+        let k: SecretBox<dyn CipherKey> = match key.len() {
+            16 => SecretBox::cipher_key(Essiv::<Aes128>::new("essiv-128", &key).unwrap()),
+            24 => SecretBox::cipher_key(Essiv::<Aes192>::new("essiv-192", &key).unwrap()),
+            32 => SecretBox::cipher_key(Essiv::<Aes256>::new("essiv-256", &key).unwrap()),
             l => panic!("essiv_cbc_aes_sha256.json[{i}]: key length {l}"),
         };
         check(
             &format!("essiv_cbc_aes_sha256.json[{i}]"),
-            k.as_ref(),
+            &*k,
             &hx(e, "iv"),
             &hx(e, "ptext"),
             &hx(e, "ctext"),
@@ -193,15 +193,15 @@ fn hctr2_vectors() {
     let mut n = 0;
     for (i, e) in entries("hctr2_aes.json").iter().enumerate() {
         let key = hx(e, "key");
-        let k: Box<dyn CipherKey> = match key.len() {
-            16 => Box::new(Hctr2::<Aes128>::new("hctr2-128", &key).unwrap()),
-            24 => Box::new(Hctr2::<Aes192>::new("hctr2-192", &key).unwrap()),
-            32 => Box::new(Hctr2::<Aes256>::new("hctr2-256", &key).unwrap()),
+        let k: SecretBox<dyn CipherKey> = match key.len() {
+            16 => SecretBox::cipher_key(Hctr2::<Aes128>::new("hctr2-128", &key).unwrap()),
+            24 => SecretBox::cipher_key(Hctr2::<Aes192>::new("hctr2-192", &key).unwrap()),
+            32 => SecretBox::cipher_key(Hctr2::<Aes256>::new("hctr2-256", &key).unwrap()),
             l => panic!("hctr2_aes.json[{i}]: key length {l}"),
         };
         check(
             &format!("hctr2_aes.json[{i}]"),
-            k.as_ref(),
+            &*k,
             &hx(e, "iv"),
             &hx(e, "ptext"),
             &hx(e, "ctext"),
@@ -305,4 +305,68 @@ fn builtin_self_tests_pass() {
             .any(|v| v.ptext.len() == 32),
         "a 32-byte AES-256-CTS vector is embedded"
     );
+}
+
+/// Issue 20 item 7: a prepared key's schedule (the implementation object)
+/// and the HKDF state keyed with the PRK lie in memory excluded from core
+/// dumps, wiped on fork and locked (VmFlags `dd`, `wf`, `lo` of
+/// /proc/self/smaps), not in the ordinary heap or stack.
+#[test]
+fn key_state_lives_in_locked_dontdump_memory() {
+    let want = |what: &str, addr: usize| {
+        let flags = crate::secret::tests::vm_flags_of(addr)
+            .unwrap_or_else(|| panic!("{what}: {addr:#x} not in /proc/self/smaps"));
+        assert!(flags.contains(" dd"), "{what}: not MADV_DONTDUMP: {flags}");
+        assert!(
+            flags.contains(" wf"),
+            "{what}: not MADV_WIPEONFORK: {flags}"
+        );
+        if rustix::process::geteuid().is_root() {
+            assert!(flags.contains(" lo"), "{what}: not locked: {flags}");
+        }
+    };
+    for alg in Algorithm::ALL {
+        let key: Vec<u8> = (0..alg.key_size() as u8).map(|b| b ^ 0x5a).collect();
+        let pk = PreparedKey::new(alg, &key).unwrap();
+        want(pk.implementation_name(), pk.state_addr());
+        for imp in builtin_implementations()
+            .iter()
+            .filter(|i| i.algorithm == alg)
+        {
+            let k = (imp.new_key)(&key).unwrap();
+            want(imp.name, &*k as *const dyn CipherKey as *const u8 as usize);
+        }
+    }
+    let h = HkdfSha512::extract(&[], &[7u8; 64]);
+    want("HKDF-SHA512 state", h.state_addr());
+    let c = h.clone();
+    want("cloned HKDF-SHA512 state", c.state_addr());
+    want(
+        "HKDF-SHA512 from a PRK",
+        HkdfSha512::from_prk(&[9u8; 64]).unwrap().state_addr(),
+    );
+}
+
+#[test]
+fn secret_boxes_reuse_slots_and_zeroize() {
+    // Many keys of mixed sizes: slots are reused after drop, and every
+    // value reads back intact while alive.
+    let mut keep = Vec::new();
+    for i in 0..2000u32 {
+        let small = SecretBox::new([i as u8; 24]);
+        let big = SecretBox::new([i as u16; 3000]);
+        assert!(small.iter().all(|&b| b == i as u8));
+        assert!(big.iter().all(|&b| b == i as u16));
+        if i % 10 == 0 {
+            keep.push((small, big));
+        }
+    }
+    for (i, (s, b)) in keep.iter().enumerate() {
+        let i = (i * 10) as u32;
+        assert!(s.iter().all(|&x| x == i as u8));
+        assert!(b.iter().all(|&x| x == i as u16));
+    }
+    let huge = SecretBox::new([1u64; 5000]);
+    assert!(huge.iter().all(|&x| x == 1));
+    assert_eq!(format!("{huge:?}"), "SecretBox(<redacted>)");
 }

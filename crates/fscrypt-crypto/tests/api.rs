@@ -3,7 +3,7 @@
 //! differential tests between implementations of the same algorithm.
 
 use fscrypt_crypto::registry::builtin_implementations;
-use fscrypt_crypto::{Algorithm, CipherKey, Error, PreparedKey, aes128_ecb_encrypt};
+use fscrypt_crypto::{Algorithm, CipherKey, Error, PreparedKey, SecretBox, aes128_ecb_encrypt};
 use proptest::prelude::*;
 
 fn key_for(alg: Algorithm, seed: u8) -> Vec<u8> {
@@ -139,7 +139,7 @@ fn debug_is_redacted() {
     );
 }
 
-fn all_impls_of(alg: Algorithm, key: &[u8]) -> Vec<(&'static str, Box<dyn CipherKey>)> {
+fn all_impls_of(alg: Algorithm, key: &[u8]) -> Vec<(&'static str, SecretBox<dyn CipherKey>)> {
     builtin_implementations()
         .iter()
         .filter(|i| i.algorithm == alg)

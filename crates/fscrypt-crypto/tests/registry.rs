@@ -6,7 +6,7 @@ use fscrypt_crypto::registry::{
     Implementation, Properties, Registry, SelfTestFailure, SelfTestStatus, Verdict,
     builtin_implementations,
 };
-use fscrypt_crypto::{Algorithm, CipherKey, Error};
+use fscrypt_crypto::{Algorithm, CipherKey, Error, SecretBox};
 
 fn builtin(name: &str) -> Implementation {
     *builtin_implementations()
@@ -71,7 +71,7 @@ fn refused_properties_are_never_selected_even_at_higher_priority() {
 
 /// Returns the correct CTS result, except that it corrupts every 32-byte
 /// input (like the hardware CTS driver that broke 32-byte padded filenames).
-struct BrokenCts(Box<dyn CipherKey>);
+struct BrokenCts(SecretBox<dyn CipherKey>);
 
 impl CipherKey for BrokenCts {
     fn encrypt(&self, iv: &[u8], data: &mut [u8]) -> Result<(), Error> {
@@ -93,9 +93,9 @@ fn captured_logs() -> Vec<String> {
     test_support::logs::captured()
 }
 
-fn broken_cts_key(key: &[u8]) -> Result<Box<dyn CipherKey>, Error> {
+fn broken_cts_key(key: &[u8]) -> Result<SecretBox<dyn CipherKey>, Error> {
     let good = (builtin("cts-cbc-aes-256-reference").new_key)(key)?;
-    Ok(Box::new(BrokenCts(good)))
+    Ok(SecretBox::cipher_key(BrokenCts(good)))
 }
 
 #[test]

@@ -8,6 +8,11 @@
 //! - A backing directory replaced by a symlink to an outside directory, and
 //!   an outside directory bind-mounted over a backing directory: never
 //!   entered (nothing read, created or deleted there).
+//! - A foreign file (another user's, same filesystem) hard-linked into the
+//!   backing store under a vault file's name: chmod, chown, utimes,
+//!   truncate, setxattr, removexattr and open for writing through the mount
+//!   are refused and the file is unchanged (issue 20 item 7); a vault file
+//!   of another owner hard-linked through the mount stays changeable.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -263,4 +268,118 @@ fn bind_mount_in_backing_store_is_never_entered() {
         before,
         "the bind-mounted outside directory changed"
     );
+}
+
+/// Every metadata change and a write through the mount at `f`; returns
+/// which of them succeeded.
+fn try_every_change(f: &Path) -> Vec<&'static str> {
+    let mut ok = Vec::new();
+    if fs::set_permissions(f, fs::Permissions::from_mode(0o4777)).is_ok() {
+        ok.push("chmod");
+    }
+    let ts = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        },
+    };
+    if rustix::fs::utimensat(rustix::fs::CWD, f, &ts, rustix::fs::AtFlags::empty()).is_ok() {
+        ok.push("utimens");
+    }
+    if rustix::fs::setxattr(f, "user.attack", b"v", rustix::fs::XattrFlags::empty()).is_ok() {
+        ok.push("setxattr");
+    }
+    if rustix::fs::removexattr(f, "user.keep").is_ok() {
+        ok.push("removexattr");
+    }
+    // truncate(2) by path: SETATTR(size) without an open file.
+    if std::process::Command::new("truncate")
+        .args(["-s", "0"])
+        .arg(f)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        ok.push("truncate");
+    }
+    if fs::OpenOptions::new().write(true).open(f).is_ok() {
+        ok.push("open for writing");
+    }
+    // Last: a chown to root would make the object the vault owner's.
+    if std::os::unix::fs::chown(f, Some(0), Some(0)).is_ok() {
+        ok.push("chown");
+    }
+    ok
+}
+
+#[test]
+fn foreign_hard_link_is_never_changed() {
+    need_fuse!();
+    let mut v = Vault::new("attack-hardlink");
+    fs::write(v.p("f"), b"vault data").unwrap();
+    let entry = only_entry(v.backing.path());
+    // Another user's file on the backing filesystem (temporary directories
+    // of one test run share it).
+    let outside = TempDir::new("attack-foreign");
+    let foreign = outside.path().join("foreign");
+    fs::write(&foreign, b"another user's file, not the vault's\n").unwrap();
+    fs::set_permissions(&foreign, fs::Permissions::from_mode(0o640)).unwrap();
+    rustix::fs::setxattr(&foreign, "user.keep", b"k", rustix::fs::XattrFlags::empty()).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
+    assert_eq!(
+        fs::metadata(&foreign).unwrap().dev(),
+        fs::metadata(v.backing.path()).unwrap().dev(),
+        "the test needs the backing store and the foreign file on one filesystem"
+    );
+    let before = snapshot(&foreign);
+    v.remount(true);
+    fs::remove_file(&entry).unwrap();
+    fs::hard_link(&foreign, &entry).unwrap();
+
+    let done = try_every_change(&v.p("f"));
+    assert_eq!(
+        done,
+        Vec::<&str>::new(),
+        "changes applied to a foreign file"
+    );
+    assert_eq!(snapshot(&foreign), before, "the foreign file changed");
+    // Still listed and statable (only changes are refused).
+    let m = fs::metadata(v.p("f")).unwrap();
+    assert_eq!(m.uid(), 4242);
+    fs::write(v.p("still-up"), b"alive").unwrap();
+    assert_eq!(fs::read(v.p("still-up")).unwrap(), b"alive");
+}
+
+#[test]
+fn hard_link_made_through_the_mount_stays_changeable() {
+    need_fuse!();
+    let mut v = Vault::new("attack-ownlink");
+    fs::write(v.p("f"), b"vault data").unwrap();
+    rustix::fs::setxattr(v.p("f"), "user.keep", b"k", rustix::fs::XattrFlags::empty()).unwrap();
+    // A vault file of another user (chown'ed through the mount, as root may),
+    // hard-linked through the mount: both links are the vault's.
+    std::os::unix::fs::chown(v.p("f"), Some(4242), Some(4242)).unwrap();
+    fs::hard_link(v.p("f"), v.p("g")).unwrap();
+    v.remount(true);
+    // Both links looked up (as `ls` would), then every change works.
+    assert_eq!(fs::metadata(v.p("g")).unwrap().nlink(), 2);
+    assert_eq!(fs::metadata(v.p("f")).unwrap().uid(), 4242);
+    let done = try_every_change(&v.p("f"));
+    assert_eq!(
+        done,
+        [
+            "chmod",
+            "utimens",
+            "setxattr",
+            "removexattr",
+            "truncate",
+            "open for writing",
+            "chown"
+        ]
+    );
+    assert_eq!(fs::read(v.p("g")).unwrap(), b"");
 }

@@ -22,7 +22,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
 
 use crate::layout::{
     self, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_USED, Header, HeaderKind,
@@ -81,24 +81,67 @@ pub fn dir_entries(dfd: BorrowedFd<'_>) -> io::Result<Vec<(Vec<u8>, FileType)>> 
 }
 
 /// Removes the directory `name` in `parent` and everything in it, never
-/// following a symlink (temporary directories only: a directory that is
-/// still under construction holds no user data).
+/// following a symlink and never entering another mount (temporary
+/// directories only: a directory that is still under construction holds no
+/// user data). A mount point inside the tree (the directory itself, or any
+/// directory below it: a bind mount or a tmpfs someone mounted there) stops
+/// the removal with [`mount_point_error`]: what lies there is another
+/// filesystem's, not the vault's leftover.
 ///
 /// # Errors
-/// The first removal that failed.
+/// The first removal that failed; [`mount_point_error`] for a mount point
+/// met on the way.
 pub fn remove_tree(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     remove_tree_at(parent, name, 0)
 }
 
+/// The error [`remove_tree`] gives for a mount point inside a leftover
+/// (kind [`io::ErrorKind::CrossesDevices`]); its message says what to do.
+pub fn mount_point_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::CrossesDevices,
+        "a mount point is inside this leftover; unmount it, then repair again",
+    )
+}
+
+/// Opens the directory `name` of `parent` (one component) for listing,
+/// without following a symlink or crossing into another mount: `openat2`
+/// with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+/// RESOLVE_NO_XDEV` (which sees bind mounts of the same filesystem too);
+/// where the kernel lacks `openat2`, `openat` with `O_NOFOLLOW` and a
+/// device comparison with `parent`.
+///
+/// # Errors
+/// [`mount_point_error`] for a mount point, the usual open errors.
+pub fn open_dir_beneath(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<rustix::fd::OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let how = ResolveFlags::BENEATH
+        | ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::NO_XDEV;
+    // EAGAIN: a rename raced the resolution; retry a few times.
+    for _ in 0..16 {
+        match rustix::fs::openat2(parent, name, flags, Mode::empty(), how) {
+            Err(rustix::io::Errno::AGAIN) => continue,
+            Err(rustix::io::Errno::NOSYS) => break,
+            Err(rustix::io::Errno::XDEV) => return Err(mount_point_error()),
+            r => return r.map_err(errno),
+        }
+    }
+    let d = rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(errno)?;
+    let (a, b) = (
+        rustix::fs::fstat(parent).map_err(errno)?,
+        rustix::fs::fstat(&d).map_err(errno)?,
+    );
+    if a.st_dev != b.st_dev {
+        return Err(mount_point_error());
+    }
+    Ok(d)
+}
+
 fn remove_tree_at(parent: BorrowedFd<'_>, name: &[u8], depth: usize) -> io::Result<()> {
     if depth < MAX_DEPTH {
-        let d = rustix::fs::openat(
-            parent,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(errno)?;
+        let d = open_dir_beneath(parent, name)?;
         for (n, t) in dir_entries(d.as_fd())? {
             let is_dir = match t {
                 FileType::Unknown => {

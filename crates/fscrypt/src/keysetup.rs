@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use fscrypt_crypto::{PreparedKey, SecretBuf};
+use fscrypt_crypto::{PreparedKey, SecretBox, SecretBuf};
 use zeroize::Zeroizing;
 
 use crate::context::{Context, NONCE_SIZE};
@@ -67,7 +67,7 @@ pub struct MasterKey {
     kind: MasterKeyKind,
     hkdf: FscryptHkdf,
     identifier: KeyIdentifier,
-    ino_hash_key: OnceLock<Zeroizing<[u8; 16]>>,
+    ino_hash_key: OnceLock<SecretBox<[u8; 16]>>,
     /// (kind, mode, fs UUID or zeros) → prepared key. Locked only for the
     /// lookup/insert; derivation happens outside the lock.
     shared: Mutex<SharedKeys>,
@@ -175,7 +175,7 @@ impl MasterKey {
     /// The inode-hash SipHash key, HKDF(master, ctx 7, "", 16), computed once.
     pub fn inode_hash_key(&self) -> &[u8; 16] {
         self.ino_hash_key.get_or_init(|| {
-            let mut k = Zeroizing::new([0u8; 16]);
+            let mut k = SecretBox::new([0u8; 16]);
             let _ = self.hkdf.expand(HkdfContext::InodeHashKey, &[], &mut k[..]);
             k
         })
@@ -265,7 +265,10 @@ impl MasterKey {
         info: &[u8],
         mode: &ModeInfo,
     ) -> Result<PreparedKey, Error> {
-        let mut k = Zeroizing::new([0u8; MAX_MODE_KEY_SIZE]);
+        // The derived key never touches ordinary memory: it is expanded
+        // into locked memory and prepared from there (the schedule lands in
+        // locked memory too, `PreparedKey`).
+        let mut k = SecretBox::new([0u8; MAX_MODE_KEY_SIZE]);
         self.hkdf.expand(ctx, info, &mut k[..mode.key_size])?;
         Ok(PreparedKey::new(mode.algorithm, &k[..mode.key_size])?)
     }

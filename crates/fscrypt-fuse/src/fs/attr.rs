@@ -71,6 +71,7 @@ impl EncryptedFs {
         self.writable()?;
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
+        self.stat_changeable(&inode, &loc)?;
         if a.uid.is_some() || a.gid.is_some() {
             let uid = a.uid.map(rustix::fs::Uid::from_raw);
             let gid = a.gid.map(rustix::fs::Gid::from_raw);
@@ -137,7 +138,7 @@ impl EncryptedFs {
             return Ok(());
         }
         let loc = self.loc(&inode)?;
-        let st = self.stat_loc(&loc)?;
+        let st = self.stat_changeable(&inode, &loc)?;
         let mut mode = st.st_mode & 0o7777;
         let old = mode;
         mode &= !libc::S_ISUID;

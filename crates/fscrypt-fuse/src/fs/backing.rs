@@ -353,6 +353,11 @@ impl EncryptedFs {
             // needed.
             Kind::File if self.size_in_length() && write.is_none() => {}
             Kind::File => {
+                if write == Some(true) && self.check_vault_object(inode, &found.st).is_err() {
+                    // EACCES, not EPERM: an open that did not ask to write
+                    // falls back to reading, as for a read-only object.
+                    return Err(Error::Sys(Errno::ACCESS));
+                }
                 let flags = if write == Some(true) {
                     OFlags::RDWR
                 } else {
@@ -380,6 +385,49 @@ impl EncryptedFs {
             Kind::Dir | Kind::Special => {}
         }
         Ok(Some(found))
+    }
+
+    /// Refuses (`EPERM`, one log line without names) changing an object
+    /// that is not the vault's: a non-directory that has more links than
+    /// the vault knows of (`inode`'s links seen through the mount) and whose
+    /// owner is not the vault's owner (the uid owning the backing root). A
+    /// foreign file hard-linked into the backing store (e.g. a root-owned
+    /// file linked there by someone who can write the backing directory)
+    /// is such an object: its other link lies outside the vault. Vault
+    /// files of other owners (created or chown'ed through a mount run by
+    /// root) pass while every link of theirs has been looked up, and files
+    /// of the vault owner always pass: the daemon changes nothing the owner
+    /// could not (`docs/vault-format.md` §10).
+    ///
+    /// # Errors
+    /// [`Error::NotPermitted`] for an object that is not the vault's.
+    pub(super) fn check_vault_object(&self, inode: &Inode, st: &Stat) -> Result<()> {
+        #[allow(clippy::unnecessary_cast)] // `st_nlink` is u32 on some targets
+        let links = st.st_nlink as u64;
+        if kind_of(st.st_mode) == Kind::Dir
+            || links <= 1
+            || st.st_uid == self.vault_uid
+            || links <= inode.link_count() as u64
+        {
+            return Ok(());
+        }
+        log::error!(
+            "fscrypt-fuse: backing object (device {}, inode {}) has {links} links, {} of them known to the vault, and belongs to uid {}, not to the vault owner {}: refusing to change it (remove the foreign link from the backing directory)",
+            st.st_dev,
+            st.st_ino,
+            inode.link_count(),
+            st.st_uid,
+            self.vault_uid
+        );
+        Err(Error::NotPermitted)
+    }
+
+    /// The `fstat` of the object at `loc`, after [`Self::check_vault_object`]:
+    /// for every operation that changes an object's metadata.
+    pub(super) fn stat_changeable(&self, inode: &Inode, loc: &Loc) -> Result<Stat> {
+        let st = self.stat_loc(loc)?;
+        self.check_vault_object(inode, &st)?;
+        Ok(st)
     }
 
     pub(super) fn loc(&self, inode: &Arc<Inode>) -> Result<Loc> {

@@ -133,6 +133,9 @@ pub struct EncryptedFs {
     /// change), so that creating a file needs no extra syscalls for them.
     euid: u32,
     egid: u32,
+    /// The vault's owner: the uid owning the backing root (see
+    /// `backing::EncryptedFs::check_vault_object`).
+    vault_uid: u32,
 }
 
 fn sys(e: rustix::io::Errno) -> Error {
@@ -239,6 +242,7 @@ impl EncryptedFs {
             backing_root: backing_dir.to_path_buf(),
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
+            vault_uid: st.st_uid,
         };
         let root = fs.inode(ROOT)?;
         let ctx = fs.dir_context(&root)?;

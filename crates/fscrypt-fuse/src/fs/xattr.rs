@@ -52,6 +52,7 @@ impl EncryptedFs {
         Self::check_xattr_name(name)?;
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
+        self.stat_changeable(&inode, &loc)?;
         let fl = rustix::fs::XattrFlags::from_bits_retain(flags as _);
         self.with_xattr_target(
             &loc,
@@ -124,6 +125,7 @@ impl EncryptedFs {
         Self::check_xattr_name(name)?;
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
+        self.stat_changeable(&inode, &loc)?;
         self.with_xattr_target(
             &loc,
             (),
