@@ -14,6 +14,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use test_support::run::assert_ok as ok;
+use test_support::run::describe as text;
 
 use fscrypt_linux::loopfs::LoopExt4;
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
@@ -85,19 +87,6 @@ impl Env {
         assert_eq!(ids.len(), 1, "{ids:?}");
         format!("{}:{}", p(self.mnt()), ids[0])
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(o.status.success(), "{what} failed: {}", text(o));
 }
 
 fn p(path: &Path) -> &str {

@@ -10,6 +10,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use test_support::run::assert_ok as ok;
+use test_support::run::describe as text;
 
 use fscrypt_linux::loopfs::LoopExt4;
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
@@ -107,19 +109,6 @@ impl Env {
     fn rs(&self, args: &[&str], stdin: &[u8]) -> Output {
         self.cmd(BIN, args, stdin)
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(o.status.success(), "{what} failed: {}", text(o));
 }
 
 fn code(o: &Output) -> i32 {

@@ -14,6 +14,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use test_support::run::assert_ok as ok;
+use test_support::run::describe as text;
 
 use fscrypt_linux::loopfs::LoopExt4;
 use fscrypt_metadata::proto::{self, HashingCosts, ProtectorData, SourceType, WrappedKeyData};
@@ -125,19 +127,6 @@ impl Env {
         c.allow_cross_user_metadata = allow;
         std::fs::write(&path, c.to_json()).unwrap();
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(o.status.success(), "{what} failed: {}", text(o));
 }
 
 fn p(path: &Path) -> &str {

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use test_support::run::describe as text;
 
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
 use test_support::skip::tool_available;
@@ -51,15 +52,6 @@ fn pamtester(service: &Service, user: &str, ops: &[&str], stdin: &[u8]) -> Outpu
     let mut c = Command::new("pamtester");
     c.arg(&service.name).arg(user).args(ops);
     test_support::run::output(&mut c, stdin)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn readable(f: &Path, want: &str) -> bool {

@@ -76,3 +76,20 @@ pub fn succeed(cmd: &mut Command) -> Output {
     );
     out
 }
+
+/// A program's exit status, stdout and stderr as one text, for assertion
+/// messages.
+pub fn describe(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        text(&o.stdout),
+        text(&o.stderr)
+    )
+}
+
+/// Asserts that `o` is a success; the failure names `what` and shows
+/// [`describe`].
+pub fn assert_ok(o: &Output, what: &str) {
+    assert!(o.status.success(), "{what} failed: {}", describe(o));
+}
