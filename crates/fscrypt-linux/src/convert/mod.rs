@@ -12,8 +12,12 @@
 //!    compared with the original ([`verify`]).
 //! 3. *copied*: `DIR` and `encrypted/` are swapped atomically with
 //!    `renameat2(RENAME_EXCHANGE)`.
-//! 4. *exchanged*: `DIR` is the encrypted tree; the plaintext (now in the
-//!    work directory) is removed, then the work directory.
+//! 4. *exchanged*: `DIR` is the encrypted tree; what changed in the
+//!    plaintext (now in the work directory) since it was verified is copied
+//!    in ([`guard`]).
+//! 5. *settled*: the recorded plaintext is removed, then the work
+//!    directory (a rerun from here only removes: the removal itself changes
+//!    the plaintext's directory times and link counts).
 //!
 //! The phase is kept in `state` inside the work directory, written
 //! atomically (temporary file, fsync, rename, fsync of the directory). A
@@ -192,8 +196,14 @@ pub enum Phase {
     Prepared,
     /// The copy is complete and verified; the exchange is next.
     Copied,
-    /// `DIR` is the encrypted tree; the plaintext is being removed.
+    /// `DIR` is the encrypted tree; what changed in the plaintext during
+    /// the last window is copied in next.
     Exchanged,
+    /// What changed is copied in and the record rewritten; the plaintext
+    /// is being removed. Removing changes the plaintext directories' times
+    /// and the remaining links' change times, so a rerun from here must not
+    /// compare again (it would copy its own removals in).
+    Settled,
 }
 
 impl Phase {
@@ -203,6 +213,7 @@ impl Phase {
             Phase::Prepared => "prepared",
             Phase::Copied => "copied",
             Phase::Exchanged => "exchanged",
+            Phase::Settled => "settled",
         }
     }
 
@@ -212,6 +223,7 @@ impl Phase {
             Phase::Prepared,
             Phase::Copied,
             Phase::Exchanged,
+            Phase::Settled,
         ]
         .into_iter()
         .find(|p| p.name() == s)
@@ -439,7 +451,7 @@ impl Conversion {
             Phase::Copied => format!(
                 "a conversion of {d} was interrupted after the copy; it is verified again, then swapped in"
             ),
-            Phase::Exchanged => format!(
+            Phase::Exchanged | Phase::Settled => format!(
                 "{d} is already encrypted; the conversion finishes by removing the plaintext copy in {}",
                 self.work.display()
             ),
@@ -629,28 +641,34 @@ impl Conversion {
         guard::Record::parse(&text).ok_or_else(|| bad("not a record this tool wrote"))
     }
 
-    /// Phase [`Phase::Exchanged`]: copies in what changed in the last
-    /// window, then removes the recorded plaintext ([`guard`]).
+    /// Phases [`Phase::Exchanged`] and [`Phase::Settled`]: copies in what
+    /// changed in the last window (once: not again in `Settled`), then
+    /// removes the recorded plaintext ([`guard`]).
     fn settle_and_remove(
-        &self,
+        &mut self,
         total: u64,
         cancel: &AtomicBool,
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<()> {
         let plain = self.encrypted_dir();
         let mut record = self.read_record()?;
-        let pfd = open_dir_at(&self.work_fd, OsStr::new(ENCRYPTED), &plain)?;
-        let dfd = open_dir(&self.dir)?;
-        let copied = record.src.len();
-        let stuck = guard::settle(&pfd, &dfd, &self.dir, &mut record, cancel)
-            .map_err(|e| locked_or(e, &self.dir))?;
-        if record.src.len() != copied || !stuck.is_empty() {
-            write_atomic(
-                &self.work_fd,
-                &self.work,
-                guard::RECORD_FILE,
-                &record.to_text(),
-            )?;
+        let mut stuck = Vec::new();
+        if self.phase != Phase::Settled {
+            let pfd = open_dir_at(&self.work_fd, OsStr::new(ENCRYPTED), &plain)?;
+            let dfd = open_dir(&self.dir)?;
+            let copied = record.src.len();
+            stuck = guard::settle(&pfd, &dfd, &self.dir, &mut record, cancel)
+                .map_err(|e| locked_or(e, &self.dir))?;
+            if record.src.len() != copied || !stuck.is_empty() {
+                write_atomic(
+                    &self.work_fd,
+                    &self.work,
+                    guard::RECORD_FILE,
+                    &record.to_text(),
+                )?;
+            }
+            self.write_state(Phase::Settled)?;
+            self.phase = Phase::Settled;
         }
         let mut done = 0u64;
         let mut removed = |b: u64| {
