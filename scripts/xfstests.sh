@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Runs xfstests (fstests) against two fscrypt-rs vaults mounted through
+# FUSE (FSTYP=fuse, FUSE_SUBTYP=.fscrypt-rs), as README's POSIX section
+# describes; the results of the last full run are in scripts/xfstests.expected.
+#
+# usage: scripts/xfstests.sh [--xfstests DIR] [--bin PATH] [--keep] [CHECK ARGS...]
+#
+#   --xfstests DIR  an xfstests checkout you built (`make` in it; its README
+#                   lists the packages). Default: $XFSTESTS_DIR.
+#   --bin PATH      the fscrypt-rs binary (default: built here with
+#                   `cargo build --release -p fscrypt-cli`).
+#   --keep          keep the temporary vaults and results directory.
+#   CHECK ARGS      passed to xfstests' ./check (default: -g generic/quick),
+#                   e.g. `generic/003 generic/213` or `-g generic/auto`.
+#
+# Needs root (xfstests does), /dev/fuse, and installs the mount(8) helper
+# /sbin/mount.fuse.fscrypt-rs (a two-line script running the binary as
+# mount.fscrypt-rs) for the run, removing it afterwards; an existing helper
+# that this script did not write is left alone and the run refused. Tests
+# that need the users fsgqa, fsgqa2 and 123456-fsgqa are "not run" unless
+# those users exist (xfstests' README: useradd -m fsgqa, ...).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+xfstests=${XFSTESTS_DIR:-}
+bin=""
+keep=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --xfstests) xfstests=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) break ;;
+    esac
+done
+[ $# -gt 0 ] || set -- -g generic/quick
+
+fail() { echo "xfstests.sh: $*" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || fail "xfstests needs root: run this as root"
+[ -n "$xfstests" ] || fail "give the xfstests checkout with --xfstests DIR or XFSTESTS_DIR (build it with make first)"
+[ -x "$xfstests/check" ] && [ -x "$xfstests/ltp/fsx" ] \
+    || fail "$xfstests is not a built xfstests checkout (run make in it)"
+[ -c /dev/fuse ] || fail "/dev/fuse is missing (modprobe fuse)"
+
+if [ -z "$bin" ]; then
+    (cd "$here" && cargo build --release -p fscrypt-cli) || fail "cargo build failed"
+    bin=$here/target/release/fscrypt-rs
+fi
+bin=$(realpath "$bin")
+[ -x "$bin" ] || fail "$bin is not executable"
+
+helper=/sbin/mount.fuse.fscrypt-rs
+marker="# written by fscrypt-rs scripts/xfstests.sh"
+if [ -e "$helper" ] && ! grep -qF "$marker" "$helper"; then
+    fail "$helper exists and was not written by this script: remove it or run with it as it is"
+fi
+
+# On a disk, not tmpfs: the vaults' backing directories.
+work=$(mktemp -d /var/tmp/fscrypt-rs-xfstests.XXXXXX)
+cleanup() {
+    for m in "$work/test.mnt" "$work/scratch.mnt"; do
+        if mountpoint -q "$m"; then umount "$m" || umount -l "$m" || true; fi
+    done
+    if grep -qF "$marker" "$helper" 2>/dev/null; then rm -f "$helper"; fi
+    if [ "$keep" -eq 0 ]; then rm -rf "$work"; else echo "kept $work"; fi
+}
+trap cleanup EXIT
+
+key=$work/vault.key
+for v in test scratch; do
+    mkdir -p "$work/$v.vault" "$work/$v.mnt"
+done
+"$bin" init --new-key-file "$key" --no-recovery-key "$work/test.vault" >/dev/null
+# The scratch vault gets its own key file (each vault has its own master key).
+"$bin" init --new-key-file "$work/scratch.key" --no-recovery-key "$work/scratch.vault" >/dev/null
+
+# xfstests compares df's file system type with FSTYP ("fuse"); a vault's
+# mount reports its subtype ("fuse.fscrypt-rs"). A df first on PATH, for
+# this run only, shows that type as "fuse"; nothing else changes.
+mkdir -p "$work/bin"
+{
+    echo '#!/bin/bash'
+    echo 'set -o pipefail'
+    printf '%q "$@" | sed -E '\''s/^(\\S+\\s+)fuse\\.fscrypt-rs(\\s)/\\1fuse\\2/'\''\n' "$(type -P df)"
+} >"$work/bin/df"
+chmod 0755 "$work/bin/df"
+export PATH=$work/bin:$PATH
+
+umask 022
+# xfstests unmounts by source (`umount $SCRATCH_DEV`), which umount(8)
+# takes for a mount point when it is a directory; so TEST_DEV and
+# SCRATCH_DEV are names (as in xfstests' README.fuse) that the helper maps
+# to the vaults, giving the name as fsname= so the mount's source is it.
+tag=fscrypt-rs-xfstests-$$
+{
+    echo '#!/bin/bash'
+    echo "$marker"
+    echo 'args=("$@")'
+    printf 'case ${args[0]} in\n'
+    printf '%q) args[0]=%q ;;\n' "$tag-test" "$work/test.vault" "$tag-scratch" "$work/scratch.vault"
+    printf '*) echo "mount.fuse.fscrypt-rs: only for the xfstests run (sources %s-test, %s-scratch)" >\x262; exit 32 ;;\n' "$tag" "$tag"
+    printf 'esac\n'
+    printf 'exec -a mount.fscrypt-rs %q "${args[@]}" -o "fsname=$1"\n' "$bin"
+} >"$helper"
+chmod 0755 "$helper"
+
+# xfstests reads local.config from its directory, or the file HOST_OPTIONS names.
+cat >"$work/local.config" <<EOF
+export FSTYP=fuse
+export FUSE_SUBTYP=.fscrypt-rs
+export TEST_DEV=$tag-test
+export TEST_DIR=$work/test.mnt
+export SCRATCH_DEV=$tag-scratch
+export SCRATCH_MNT=$work/scratch.mnt
+export TEST_FS_MOUNT_OPTS="-o keyfile=$key,allow_other"
+export MOUNT_OPTIONS="-o keyfile=$work/scratch.key,allow_other"
+export RESULT_BASE=$work/results
+EOF
+
+echo "xfstests.sh: binary $bin, vaults under $work, ./check $*"
+status=0
+(cd "$xfstests" && HOST_OPTIONS=$work/local.config ./check "$@") || status=$?
+if [ -f "$work/results/check.log" ]; then
+    tail -n 5 "$work/results/check.log"
+fi
+if [ -d "$work/results" ] && [ "$keep" -eq 0 ]; then
+    out=$here/target/xfstests-results
+    rm -rf "$out"
+    cp -r "$work/results" "$out"
+    echo "xfstests.sh: results copied to $out"
+fi
+exit "$status"
