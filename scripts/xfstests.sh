@@ -3,20 +3,24 @@
 # FUSE (FSTYP=fuse, FUSE_SUBTYP=.fscrypt-rs), as README's POSIX section
 # describes; the results of the last full run are in scripts/xfstests.expected.
 #
-# usage: scripts/xfstests.sh [--xfstests DIR] [--bin PATH] [--keep] [CHECK ARGS...]
+# usage: scripts/xfstests.sh [--xfstests DIR] [--bin PATH] [--keep] [--options OPTS] [CHECK ARGS...]
 #
 #   --xfstests DIR  an xfstests checkout you built (`make` in it; its README
 #                   lists the packages). Default: $XFSTESTS_DIR.
 #   --bin PATH      the fscrypt-rs binary (default: built here with
 #                   `cargo build --release -p fscrypt-cli`).
 #   --keep          keep the temporary vaults and results directory.
+#   --options OPTS  more mount options for both vaults, e.g. noio_uring
+#                   (mount(8) passes its helper only options that are not
+#                   the kernel's defaults: dev and suid never reach it).
 #   CHECK ARGS      passed to xfstests' ./check (default: -g generic/quick),
 #                   e.g. `generic/003 generic/213` or `-g generic/auto`.
 #
 # Needs root (xfstests does), /dev/fuse, and installs the mount(8) helper
-# /sbin/mount.fuse.fscrypt-rs (a two-line script running the binary as
-# mount.fscrypt-rs) for the run, removing it afterwards; an existing helper
-# that this script did not write is left alone and the run refused. Tests
+# /sbin/mount.fuse.fscrypt-rs (a short script running the binary as
+# mount.fscrypt-rs on this run's vaults) for the run, removing it
+# afterwards; while one exists (another run, or one killed before its
+# clean-up) the run is refused and it is left alone. Tests
 # that need the users fsgqa, fsgqa2 and 123456-fsgqa are "not run" unless
 # those users exist (xfstests' README: useradd -m fsgqa, ...).
 set -euo pipefail
@@ -25,12 +29,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 xfstests=${XFSTESTS_DIR:-}
 bin=""
 keep=0
+extra=""
 while [ $# -gt 0 ]; do
     case $1 in
     --xfstests) xfstests=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --options) extra=,$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
     esac
 done
@@ -52,8 +58,11 @@ bin=$(realpath "$bin")
 
 helper=/sbin/mount.fuse.fscrypt-rs
 marker="# written by fscrypt-rs scripts/xfstests.sh"
-if [ -e "$helper" ] && ! grep -qF "$marker" "$helper"; then
-    fail "$helper exists and was not written by this script: remove it or run with it as it is"
+if [ -e "$helper" ]; then
+    if grep -qF "$marker" "$helper"; then
+        fail "$helper is in use by another run of this script (or one that was killed: then remove it)"
+    fi
+    fail "$helper exists and was not written by this script: remove it or run xfstests by hand"
 fi
 
 # On a disk, not tmpfs: the vaults' backing directories.
@@ -113,8 +122,8 @@ export TEST_DEV=$tag-test
 export TEST_DIR=$work/test.mnt
 export SCRATCH_DEV=$tag-scratch
 export SCRATCH_MNT=$work/scratch.mnt
-export TEST_FS_MOUNT_OPTS="-o keyfile=$key,allow_other"
-export MOUNT_OPTIONS="-o keyfile=$work/scratch.key,allow_other"
+export TEST_FS_MOUNT_OPTS="-o keyfile=$key,allow_other$extra"
+export MOUNT_OPTIONS="-o keyfile=$work/scratch.key,allow_other$extra"
 export RESULT_BASE=$work/results
 EOF
 
