@@ -3,7 +3,8 @@
 # FUSE (FSTYP=fuse, FUSE_SUBTYP=.fscrypt-rs), as README's POSIX section
 # describes; the results of the last full run are in scripts/xfstests.expected.
 #
-# usage: scripts/xfstests.sh [--xfstests DIR] [--bin PATH] [--keep] [--options OPTS] [CHECK ARGS...]
+# usage: scripts/xfstests.sh [--xfstests DIR] [--bin PATH] [--keep] [--options OPTS]
+#                            [--size GIB] [CHECK ARGS...]
 #
 #   --xfstests DIR  an xfstests checkout you built (`make` in it; its README
 #                   lists the packages). Default: $XFSTESTS_DIR.
@@ -13,6 +14,10 @@
 #   --options OPTS  more mount options for both vaults, e.g. noio_uring
 #                   (mount(8) passes its helper only options that are not
 #                   the kernel's defaults: dev and suid never reach it).
+#   --size GIB      size of the ext4 file system the vaults are on (default
+#                   10): a sparse image in /var/tmp, loop-mounted, so the
+#                   ENOSPC tests (generic/103 fills the file system) fill it
+#                   and not the disk /var/tmp is on.
 #   CHECK ARGS      passed to xfstests' ./check (default: -g generic/quick),
 #                   e.g. `generic/003 generic/213` or `-g generic/auto`.
 #
@@ -30,13 +35,15 @@ xfstests=${XFSTESTS_DIR:-}
 bin=""
 keep=0
 extra=""
+size_gib=10
 while [ $# -gt 0 ]; do
     case $1 in
     --xfstests) xfstests=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --options) extra=,$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --size) size_gib=$2; shift 2 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
     esac
 done
@@ -48,6 +55,8 @@ fail() { echo "xfstests.sh: $*" >&2; exit 2; }
 [ -x "$xfstests/check" ] && [ -x "$xfstests/ltp/fsx" ] \
     || fail "$xfstests is not a built xfstests checkout (run make in it)"
 [ -c /dev/fuse ] || fail "/dev/fuse is missing (modprobe fuse)"
+[[ $size_gib =~ ^[1-9][0-9]*$ ]] || fail "--size takes a whole number of GiB"
+command -v mkfs.ext4 >/dev/null || fail "mkfs.ext4 is missing (apt-get install e2fsprogs)"
 
 if [ -z "$bin" ]; then
     (cd "$here" && cargo build --release -p fscrypt-cli) || fail "cargo build failed"
@@ -65,10 +74,12 @@ if [ -e "$helper" ]; then
     fail "$helper exists and was not written by this script: remove it or run xfstests by hand"
 fi
 
-# On a disk, not tmpfs: the vaults' backing directories.
+# The work directory (keys, results, the image) on a disk, not tmpfs; the
+# vaults on an ext4 of their own in it.
 work=$(mktemp -d /var/tmp/fscrypt-rs-xfstests.XXXXXX)
+chmod 0700 "$work"
 cleanup() {
-    for m in "$work/test.mnt" "$work/scratch.mnt"; do
+    for m in "$work/test.mnt" "$work/scratch.mnt" "$work/backing"; do
         if mountpoint -q "$m"; then umount "$m" || umount -l "$m" || true; fi
     done
     if grep -qF "$marker" "$helper" 2>/dev/null; then rm -f "$helper"; fi
@@ -76,13 +87,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+truncate -s "${size_gib}G" "$work/backing.img"
+mkfs.ext4 -q -F "$work/backing.img"
+mkdir "$work/backing"
+# mount(8) sets up the loop device and frees it again at umount.
+mount -o loop "$work/backing.img" "$work/backing" || fail "cannot loop-mount $work/backing.img"
+
 key=$work/vault.key
 for v in test scratch; do
-    mkdir -p "$work/$v.vault" "$work/$v.mnt"
+    mkdir -p "$work/backing/$v.vault" "$work/$v.mnt"
 done
-"$bin" init --new-key-file "$key" --no-recovery-key "$work/test.vault" >/dev/null
+"$bin" init --new-key-file "$key" --no-recovery-key "$work/backing/test.vault" >/dev/null
 # The scratch vault gets its own key file (each vault has its own master key).
-"$bin" init --new-key-file "$work/scratch.key" --no-recovery-key "$work/scratch.vault" >/dev/null
+"$bin" init --new-key-file "$work/scratch.key" --no-recovery-key "$work/backing/scratch.vault" >/dev/null
 
 # xfstests compares df's file system type with FSTYP ("fuse"); a vault's
 # mount reports its subtype ("fuse.fscrypt-rs"). A df first on PATH, for
@@ -107,7 +124,7 @@ tag=fscrypt-rs-xfstests-$$
     echo "$marker"
     echo 'args=("$@")'
     printf 'case ${args[0]} in\n'
-    printf '%q) args[0]=%q ;;\n' "$tag-test" "$work/test.vault" "$tag-scratch" "$work/scratch.vault"
+    printf '%q) args[0]=%q ;;\n' "$tag-test" "$work/backing/test.vault" "$tag-scratch" "$work/backing/scratch.vault"
     printf '*) echo "mount.fuse.fscrypt-rs: only for the xfstests run (sources %s-test, %s-scratch)" >\x262; exit 32 ;;\n' "$tag" "$tag"
     printf 'esac\n'
     printf 'exec -a mount.fscrypt-rs %q "${args[@]}" -o "fsname=$1"\n' "$bin"
