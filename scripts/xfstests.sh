@@ -14,10 +14,11 @@
 #   --options OPTS  more mount options for both vaults, e.g. noio_uring
 #                   (mount(8) passes its helper only options that are not
 #                   the kernel's defaults: dev and suid never reach it).
-#   --size GIB      size of the ext4 file system the vaults are on (default
-#                   10): a sparse image in /var/tmp, loop-mounted, so the
-#                   ENOSPC tests (generic/103 fills the file system) fill it
-#                   and not the disk /var/tmp is on.
+#   --size GIB      size of the ext4 file system each vault is on (default
+#                   10): sparse images in /var/tmp, loop-mounted, one per
+#                   vault as xfstests' TEST and SCRATCH devices are, so the
+#                   ENOSPC tests (generic/103 fills SCRATCH) fill those and
+#                   not the disk /var/tmp is on.
 #   CHECK ARGS      passed to xfstests' ./check (default: -g generic/quick),
 #                   e.g. `generic/003 generic/213` or `-g generic/auto`.
 #
@@ -74,12 +75,12 @@ if [ -e "$helper" ]; then
     fail "$helper exists and was not written by this script: remove it or run xfstests by hand"
 fi
 
-# The work directory (keys, results, the image) on a disk, not tmpfs; the
-# vaults on an ext4 of their own in it.
+# The work directory (keys, results, the images) on a disk, not tmpfs;
+# each vault on an ext4 of its own.
 work=$(mktemp -d /var/tmp/fscrypt-rs-xfstests.XXXXXX)
 chmod 0700 "$work"
 cleanup() {
-    for m in "$work/test.mnt" "$work/scratch.mnt" "$work/backing"; do
+    for m in "$work/test.mnt" "$work/scratch.mnt" "$work/test.fs" "$work/scratch.fs"; do
         if mountpoint -q "$m"; then umount "$m" || umount -l "$m" || true; fi
     done
     if grep -qF "$marker" "$helper" 2>/dev/null; then rm -f "$helper"; fi
@@ -87,19 +88,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-truncate -s "${size_gib}G" "$work/backing.img"
-mkfs.ext4 -q -F "$work/backing.img"
-mkdir "$work/backing"
-# mount(8) sets up the loop device and frees it again at umount.
-mount -o loop "$work/backing.img" "$work/backing" || fail "cannot loop-mount $work/backing.img"
-
-key=$work/vault.key
 for v in test scratch; do
-    mkdir -p "$work/backing/$v.vault" "$work/$v.mnt"
+    truncate -s "${size_gib}G" "$work/$v.img"
+    mkfs.ext4 -q -F "$work/$v.img"
+    mkdir "$work/$v.fs" "$work/$v.mnt"
+    # mount(8) sets up the loop device and frees it again at umount.
+    mount -o loop "$work/$v.img" "$work/$v.fs" || fail "cannot loop-mount $work/$v.img"
+    mkdir "$work/$v.fs/vault"
+    # Each vault has its own key file (and master key).
+    "$bin" init --new-key-file "$work/$v.key" --no-recovery-key "$work/$v.fs/vault" >/dev/null
 done
-"$bin" init --new-key-file "$key" --no-recovery-key "$work/backing/test.vault" >/dev/null
-# The scratch vault gets its own key file (each vault has its own master key).
-"$bin" init --new-key-file "$work/scratch.key" --no-recovery-key "$work/backing/scratch.vault" >/dev/null
 
 # xfstests compares df's file system type with FSTYP ("fuse"); a vault's
 # mount reports its subtype ("fuse.fscrypt-rs"). A df first on PATH, for
@@ -124,7 +122,7 @@ tag=fscrypt-rs-xfstests-$$
     echo "$marker"
     echo 'args=("$@")'
     printf 'case ${args[0]} in\n'
-    printf '%q) args[0]=%q ;;\n' "$tag-test" "$work/backing/test.vault" "$tag-scratch" "$work/backing/scratch.vault"
+    printf '%q) args[0]=%q ;;\n' "$tag-test" "$work/test.fs/vault" "$tag-scratch" "$work/scratch.fs/vault"
     printf '*) echo "mount.fuse.fscrypt-rs: only for the xfstests run (sources %s-test, %s-scratch)" >\x262; exit 32 ;;\n' "$tag" "$tag"
     printf 'esac\n'
     printf 'exec -a mount.fscrypt-rs %q "${args[@]}" -o "fsname=$1"\n' "$bin"
@@ -139,7 +137,7 @@ export TEST_DEV=$tag-test
 export TEST_DIR=$work/test.mnt
 export SCRATCH_DEV=$tag-scratch
 export SCRATCH_MNT=$work/scratch.mnt
-export TEST_FS_MOUNT_OPTS="-o keyfile=$key,allow_other$extra"
+export TEST_FS_MOUNT_OPTS="-o keyfile=$work/test.key,allow_other$extra"
 export MOUNT_OPTIONS="-o keyfile=$work/scratch.key,allow_other$extra"
 export RESULT_BASE=$work/results
 EOF
