@@ -404,29 +404,66 @@ impl EncryptedFs {
         Ok(())
     }
 
-    /// Allocates (mode 0: grows the size like truncate; KEEP_SIZE: no-op).
+    /// Allocates, as fallocate(2) modes 0 and `FALLOC_FL_KEEP_SIZE`: the
+    /// backing blocks of the data units covering `offset..offset+length`
+    /// are reserved first (backing `fallocate` with `KEEP_SIZE`, so the
+    /// backing length, which format 2 reads as the size, is untouched);
+    /// then mode 0 grows the size like truncate. Writes inside the range
+    /// then take no new blocks (xfstests generic/568), and a request beyond
+    /// the free space fails with `ENOSPC` before the size changes (generic/213;
+    /// blocks the backing filesystem reserved before it ran out stay
+    /// allocated past the size, as on ext4). Where the backing filesystem
+    /// cannot preallocate (`EOPNOTSUPP`), the range stays sparse.
     ///
     /// # Errors
-    /// `EOPNOTSUPP` for other modes (punching holes, collapsing ranges: as the
-    /// kernel refuses range shifts on encrypted files), backing errors.
+    /// `ENOSPC`/`EDQUOT` when the backing filesystem cannot hold the range,
+    /// `EFBIG`, `EOPNOTSUPP` for other modes (punching holes, collapsing
+    /// ranges: as the kernel refuses range shifts on encrypted files),
+    /// backing errors.
     pub fn fallocate(&self, fh: FileHandle, offset: u64, length: u64, mode: i32) -> Result<()> {
         let (inode, _, write) = self.file_handle(fh)?;
         if !write {
             return Err(Error::BadHandle);
         }
         self.writable()?;
-        match mode {
-            0 => {
-                let end = offset.checked_add(length).ok_or(Error::FileTooBig)?;
-                let cur = inode.file.read()?.size;
-                if end > cur {
-                    self.truncate(&inode, end)?;
-                }
-                Ok(())
-            }
-            libc::FALLOC_FL_KEEP_SIZE => Ok(()),
-            _ => Err(Error::NotSupported),
+        if mode != 0 && mode != libc::FALLOC_FL_KEEP_SIZE {
+            return Err(Error::NotSupported);
         }
+        let end = offset
+            .checked_add(length)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or(Error::FileTooBig)?;
+        if length == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let du = self.du;
+        if self.size_in_length() && mode == 0 {
+            layout::len_for_size_v2(end, du).ok_or(Error::FileTooBig)?;
+        }
+        let u = Units::of_range(offset, end, du);
+        let (start, stop) = (
+            layout::unit_offset(u.first, du),
+            layout::unit_offset(u.last, du),
+        );
+        {
+            // The file's exclusive lock: no truncate shrinks the backing
+            // file between the reservation and the size change.
+            let st = inode.file.write()?;
+            let f = st.fd.clone().ok_or(Error::BadHandle)?;
+            match rustix::fs::fallocate(
+                &*f,
+                rustix::fs::FallocateFlags::KEEP_SIZE,
+                start,
+                stop - start,
+            ) {
+                Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if mode == 0 && end > inode.file.read()?.size {
+            self.truncate(&inode, end)?;
+        }
+        Ok(())
     }
 
     /// Flushes the backing file to stable storage.
