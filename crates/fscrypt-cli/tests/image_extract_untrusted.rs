@@ -1,7 +1,8 @@
 //! `fscrypt-rs image extract` of an untrusted image as root (issue 20 item
 //! 6): the kernel writes a setuid-root file, a setgid file, a character
 //! device (0666), a FIFO, another user's file, a file with a
-//! `security.capability` xattr and a setgid directory into a loop ext4;
+//! `security.capability` xattr, a file with a `trusted.overlay.*` xattr
+//! and a setgid directory into a loop ext4;
 //! extracted as root without flags, nothing of that privilege survives
 //! (no setuid/setgid bit on files, no device node, no file capability,
 //! everything owned by the caller) and each dropped item is named on
@@ -36,9 +37,13 @@ fn cap_value() -> Vec<u8> {
     v
 }
 
-fn has_cap(path: &Path) -> bool {
+fn has_xattr(path: &Path, name: &str) -> bool {
     let mut buf = [0u8; 64];
-    rustix::fs::lgetxattr(path, "security.capability", &mut buf).is_ok()
+    rustix::fs::lgetxattr(path, name, &mut buf).is_ok()
+}
+
+fn has_cap(path: &Path) -> bool {
+    has_xattr(path, "security.capability")
 }
 
 #[test]
@@ -84,6 +89,14 @@ fn extract_as_root_drops_privileges_unless_asked() {
         rustix::fs::XattrFlags::empty(),
     )
     .expect("set security.capability");
+    std::fs::write(m.join("layer"), b"an overlay layer's file").expect("write");
+    rustix::fs::lsetxattr(
+        m.join("layer"),
+        "trusted.overlay.opaque",
+        b"y",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .expect("set trusted.overlay.opaque");
     std::fs::create_dir(m.join("shared")).expect("mkdir");
     set("shared", 0o2775, 1234, 1234);
     unmount_retrying(&mut fs);
@@ -110,6 +123,10 @@ fn extract_as_root_drops_privileges_unless_asked() {
             .is_fifo()
     );
     assert!(!has_cap(&dest.join("cap")), "no file capability");
+    assert!(
+        !has_xattr(&dest.join("layer"), "trusted.overlay.opaque"),
+        "no trusted.* xattr"
+    );
     assert_eq!(
         mode(&dest.join("shared")),
         0o2775,
@@ -125,6 +142,7 @@ fn extract_as_root_drops_privileges_unless_asked() {
         ("/sgid", "setuid/setgid bits"),
         ("/null", "device node"),
         ("/cap", "security.capability"),
+        ("/layer", "trusted.*/security.* xattrs"),
     ] {
         assert!(
             err.lines()
@@ -132,7 +150,7 @@ fn extract_as_root_drops_privileges_unless_asked() {
             "{name} reported: {err}"
         );
     }
-    assert_eq!(err.lines().count(), 4, "one line per dropped item: {err}");
+    assert_eq!(err.lines().count(), 5, "one line per dropped item: {err}");
 
     // --same-owner --preserve-special: today's full restore.
     let dest = tmp.join("full");
@@ -156,6 +174,10 @@ fn extract_as_root_drops_privileges_unless_asked() {
     assert!(null.file_type().is_char_device());
     assert_eq!(null.rdev(), rustix::fs::makedev(1, 3));
     assert!(has_cap(&dest.join("cap")), "file capability restored");
+    assert!(
+        has_xattr(&dest.join("layer"), "trusted.overlay.opaque"),
+        "trusted.* xattr restored"
+    );
     let owned = std::fs::symlink_metadata(dest.join("owned")).expect("stat");
     assert_eq!((owned.uid(), owned.gid()), (1234, 5678));
 }

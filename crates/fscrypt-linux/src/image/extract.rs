@@ -1,15 +1,19 @@
 //! Extract a tree from an image: regular files (sparse holes kept sparse),
 //! directories, symlinks, hard links as links, special files, with modes,
 //! owners, timestamps and xattrs (`user.*` and POSIX ACLs always,
-//! `trusted.*` and `security.*` with [`Options::privileged_xattrs`]). Each file is written under a temporary name and
+//! `trusted.*` and `security.*` with [`Options::privileged_xattrs`]). Each
+//! file is written under a temporary name and
 //! renamed into place. Objects without their key are reported and skipped:
 //! nothing is ever written as ciphertext under a plaintext name.
 //!
 //! The image is untrusted: by default (as tar does for a user other than
 //! root) owners are not restored ([`Options::owners`]), and setuid/setgid
-//! bits of non-directories, device nodes (block and character) and
-//! `security.capability` are dropped, each listed in [`Report::dropped`];
-//! [`Options::special`] restores them. FIFOs and sockets are kept.
+//! bits of non-directories, device nodes (block and character),
+//! `security.capability` and the other `trusted.*`/`security.*` xattrs
+//! (overlayfs's `trusted.overlay.*`, SELinux labels: they steer the kernel
+//! when the tree is used) are dropped, each listed in [`Report::dropped`];
+//! [`Options::special`] (and, for the xattrs, [`Options::privileged_xattrs`])
+//! restores them. FIFOs and sockets are kept.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -34,8 +38,10 @@ pub struct Options {
     /// `security.capability` (file capabilities); otherwise they are
     /// dropped and listed in [`Report::dropped`].
     pub special: bool,
-    /// Also restore `trusted.*` and `security.*` xattrs (needs root);
-    /// `user.*` and POSIX ACLs are always restored.
+    /// Also restore `trusted.*` and `security.*` xattrs (needs root; the
+    /// CLI sets it for root with `--preserve-special` only); `user.*` and
+    /// POSIX ACLs are always restored. Without it they are left out, and
+    /// listed in [`Report::dropped`] unless [`Options::special`] is set.
     pub privileged_xattrs: bool,
 }
 
@@ -138,16 +144,23 @@ impl Walk<'_> {
         for e in errors {
             self.report.errors.push((shown.to_string(), e));
         }
+        let mut dropped_privileged = false;
         for (name, value) in list {
-            if !self.opts.privileged_xattrs
-                && (name.starts_with(b"trusted.") || name.starts_with(b"security."))
-            {
-                continue;
-            }
             if !self.opts.special && name == b"security.capability" {
                 self.report
                     .dropped
                     .push((shown.to_string(), "security.capability"));
+                continue;
+            }
+            if !self.opts.privileged_xattrs
+                && (name.starts_with(b"trusted.") || name.starts_with(b"security."))
+            {
+                if !self.opts.special && !dropped_privileged {
+                    dropped_privileged = true;
+                    self.report
+                        .dropped
+                        .push((shown.to_string(), "trusted.*/security.* xattrs"));
+                }
                 continue;
             }
             let r = rustix::fs::lsetxattr(

@@ -35,9 +35,10 @@ pub struct Args {
     /// everything extracted belongs to the caller.
     #[arg(long)]
     pub same_owner: bool,
-    /// Restore setuid/setgid bits, device nodes and file capabilities
-    /// (`security.capability`) from the image; otherwise they are left
-    /// out, each named on stderr.
+    /// Restore setuid/setgid bits, device nodes, file capabilities
+    /// (`security.capability`) and, as root, the other `trusted.*` and
+    /// `security.*` xattrs from the image; otherwise they are left out,
+    /// each named on stderr.
     #[arg(long)]
     pub preserve_special: bool,
     /// Do not print progress on stderr.
@@ -88,7 +89,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let opts = Options {
         owners: args.same_owner,
         special: args.preserve_special,
-        privileged_xattrs: root,
+        privileged_xattrs: root && args.preserve_special,
     };
     let report = extract::extract(&img, &node, &shown, &dest, opts, &mut progress)?;
     bar.finish_and_clear();
