@@ -594,12 +594,19 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 /// `PAUSED` is created in it and the mount waits (at most 60 s) until
 /// `RESUME` appears there, so that a test can swap the mount point at the
 /// worst moment. It only delays; without the variable it does nothing.
+/// `PAUSED` is created new (`O_EXCL`: never through a symlink, never over
+/// a file), so the variable cannot make a root mount write anything else.
 pub(crate) fn pause_for_tests() {
     let Some(dir) = std::env::var_os(PAUSE_ENV) else {
         return;
     };
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = PathBuf::from(dir);
-    let _ = std::fs::write(dir.join("PAUSED"), b"");
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("PAUSED"));
     let start = Instant::now();
     while !dir.join("RESUME").exists() && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(10));

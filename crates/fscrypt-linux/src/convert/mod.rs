@@ -717,13 +717,27 @@ impl Conversion {
 /// FIFO, the conversion opens it and reads it to the end just before (or
 /// just after) the exchange, so a test can change the tree in that window
 /// and then let it go on. Only the caller's own process waits; nothing
-/// else reads these variables.
+/// else reads these variables. Anything but a FIFO (a symlink, a device, a
+/// file) is ignored, so the variable cannot make a root conversion read
+/// anything else.
 fn test_pause(var: &str) {
-    if let Some(p) = std::env::var_os(var) {
-        use std::io::Read;
-        if let Ok(mut f) = std::fs::File::open(p) {
-            let _ = f.read_to_end(&mut Vec::new());
-        }
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let Some(p) = std::env::var_os(var) else {
+        return;
+    };
+    let is_fifo = |t: std::fs::FileType| t.is_fifo();
+    if !std::fs::symlink_metadata(&p).is_ok_and(|m| is_fifo(m.file_type())) {
+        return;
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&p);
+    if let Ok(mut f) = f
+        && f.metadata().is_ok_and(|m| is_fifo(m.file_type()))
+    {
+        let _ = f.read_to_end(&mut Vec::new());
     }
 }
 
