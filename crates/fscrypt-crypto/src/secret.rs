@@ -292,6 +292,9 @@ impl<T> SecretBox<T> {
     /// When the system cannot map memory for it (as a failed allocation
     /// would abort).
     pub fn new(value: T) -> SecretBox<T> {
+        // Chunks and own mappings are page-aligned, and pages are at least
+        // 4 KiB: that bounds the alignment a slot can honour.
+        const { assert!(core::mem::align_of::<T>() <= 4096) };
         let (size, align) = (core::mem::size_of::<T>(), core::mem::align_of::<T>());
         let (raw, place, locked) = match class_of(size, align) {
             Some((i, slot)) => {

@@ -108,7 +108,8 @@ pub fn mount_point_error() -> io::Error {
 /// without following a symlink or crossing into another mount: `openat2`
 /// with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 /// RESOLVE_NO_XDEV` (which sees bind mounts of the same filesystem too);
-/// where the kernel lacks `openat2`, `openat` with `O_NOFOLLOW` and a
+/// where the kernel lacks `openat2` (or a seccomp filter refuses it),
+/// `openat` with `O_NOFOLLOW` and a
 /// device comparison with `parent`.
 ///
 /// # Errors
@@ -123,7 +124,9 @@ pub fn open_dir_beneath(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<rusti
     for _ in 0..16 {
         match rustix::fs::openat2(parent, name, flags, Mode::empty(), how) {
             Err(rustix::io::Errno::AGAIN) => continue,
-            Err(rustix::io::Errno::NOSYS) => break,
+            // No openat2 (old kernel), or a seccomp filter that refuses
+            // it (older container profiles answer EPERM): the fallback.
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => break,
             Err(rustix::io::Errno::XDEV) => return Err(mount_point_error()),
             r => return r.map_err(errno),
         }

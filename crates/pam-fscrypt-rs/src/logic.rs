@@ -329,6 +329,7 @@ pub fn unlock(o: &Options, uid: u32, password: &[u8]) -> Result<Outcome, String>
             None => found.stuck.push(mount),
         }
     }
+    found.stuck.sort();
     found.stuck.dedup();
     Ok(Outcome {
         done: n,
@@ -413,6 +414,7 @@ pub fn lock(o: &Options, uid: u32) -> Result<Outcome, String> {
             None => found.stuck.push(mount),
         }
     }
+    found.stuck.sort();
     found.stuck.dedup();
     Ok(Outcome {
         done: n,
