@@ -438,8 +438,12 @@ impl EncryptedFs {
     /// must not vouch for a link the vault never saw. It is not dropped
     /// either: a rename through the mount finds the inodes to move by their
     /// old link right after the backing rename, and must still find it.
+    /// Each backing entry counts once, by its directory's device and inode
+    /// number and its name: two inodes of one backing directory (its stored
+    /// context changed between lookups) do not make one link two.
     fn live_links(&self, inode: &Inode, st: &Stat) -> u64 {
-        let (mut live, mut i) = (0, 0);
+        let mut seen = std::collections::HashSet::new();
+        let mut i = 0;
         while let Some(l) = inode.link_at(i) {
             i += 1;
             let Ok(pfd) = self.dir_fd(&l.parent) else {
@@ -448,11 +452,12 @@ impl EncryptedFs {
             if let Ok(s) = rustix::fs::statat(pfd, l.name.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
                 && s.st_dev == st.st_dev
                 && s.st_ino == st.st_ino
+                && let Ok(d) = rustix::fs::fstat(pfd)
             {
-                live += 1;
+                seen.insert((d.st_dev, d.st_ino, l.name.name));
             }
         }
-        live
+        seen.len() as u64
     }
 
     /// The `fstat` of the object at `loc`, after [`Self::check_vault_object`]:
