@@ -11,8 +11,9 @@
 //! - A foreign file (another user's, same filesystem) hard-linked into the
 //!   backing store under a vault file's name: chmod, chown, utimes,
 //!   truncate, setxattr, removexattr and open for writing through the mount
-//!   are refused and the file is unchanged (issue 20 item 7); a vault file
-//!   of another owner hard-linked through the mount stays changeable.
+//!   are refused and the file is unchanged (issue 20 item 7), also after it
+//!   was renamed behind the mount and looked up under both names; a vault
+//!   file of another owner hard-linked through the mount stays changeable.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -352,6 +353,49 @@ fn foreign_hard_link_is_never_changed() {
     assert_eq!(m.uid(), 4242);
     fs::write(v.p("still-up"), b"alive").unwrap();
     assert_eq!(fs::read(v.p("still-up")).unwrap(), b"alive");
+}
+
+/// The foreign link renamed in the backing store between two lookups: the
+/// vault has then seen two names of the object, but only one of them still
+/// names it, so the foreign file's second link stays unexplained.
+#[test]
+fn foreign_hard_link_renamed_behind_the_mount_is_never_changed() {
+    need_fuse!();
+    let mut v = Vault::new("attack-hardlink-rename");
+    fs::write(v.p("f"), b"vault data").unwrap();
+    let entry_f = only_entry(v.backing.path());
+    fs::write(v.p("g"), b"other vault data").unwrap();
+    fs::remove_file(&entry_f).unwrap();
+    let entry_g = only_entry(v.backing.path());
+    let outside = TempDir::new("attack-foreign-rename");
+    let foreign = outside.path().join("foreign");
+    fs::write(&foreign, b"another user's file, not the vault's\n").unwrap();
+    fs::set_permissions(&foreign, fs::Permissions::from_mode(0o640)).unwrap();
+    rustix::fs::setxattr(&foreign, "user.keep", b"k", rustix::fs::XattrFlags::empty()).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(4242), Some(4242)).unwrap();
+    assert_eq!(
+        fs::metadata(&foreign).unwrap().dev(),
+        fs::metadata(v.backing.path()).unwrap().dev(),
+        "the test needs the backing store and the foreign file on one filesystem"
+    );
+    let before = snapshot(&foreign);
+    v.remount(true);
+    fs::remove_file(&entry_g).unwrap();
+    fs::hard_link(&foreign, &entry_f).unwrap();
+    // Lookup through the mount records the name of `f`; refused here already.
+    assert_eq!(fs::metadata(v.p("f")).unwrap().nlink(), 2);
+    assert!(fs::set_permissions(v.p("f"), fs::Permissions::from_mode(0o600)).is_err());
+    // Renamed behind the mount to `g`'s name; a lookup records that name too.
+    fs::rename(&entry_f, &entry_g).unwrap();
+    assert_eq!(fs::metadata(v.p("g")).unwrap().uid(), 4242);
+
+    let done = try_every_change(&v.p("g"));
+    assert_eq!(
+        done,
+        Vec::<&str>::new(),
+        "changes applied to a foreign file"
+    );
+    assert_eq!(snapshot(&foreign), before, "the foreign file changed");
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! `EncryptedFs` driven directly, without FUSE or root: data-unit arithmetic,
-//! read-modify-write, truncation, names, and the locked (no-key) view.
+//! read-modify-write, truncation, names, the locked (no-key) view, and
+//! fallocate racing a write.
 
 use std::ffi::OsStr;
 
+use fscrypt_fuse::layout::Format;
 use fscrypt_fuse::{Caller, EncryptedFs, Error, Kind, ROOT, SetAttr};
 use test_support::TempDir;
 use test_support::fuse::{open_fs, policy};
@@ -196,4 +198,60 @@ fn user_xattrs_on_files_that_are_not_open() {
         fs.removexattr(ino, k).unwrap();
         assert_eq!(fs.listxattr(ino).unwrap(), b"", "{name}");
     }
+}
+
+/// fallocate mode 0 racing a write past its range: the size change and the
+/// write are ordered by the file's lock, so the write is never cut off by
+/// the fallocate growing the size to the (smaller) end of its range. The
+/// window on the old code (size compared, lock dropped, then grown) is
+/// small: this repeats the race 20 000 times and fails if it ever lost
+/// data (old code: 38 to 297 writes cut off per run).
+#[test]
+fn fallocate_never_cuts_off_a_concurrent_write_past_its_range() {
+    for format in [Format::LATEST, Format::V1] {
+        fallocate_racing_a_write(format);
+    }
+}
+
+fn fallocate_racing_a_write(format: Format) {
+    use std::sync::{Arc, Barrier};
+    let dir = TempDir::new("nofuse-falloc-race");
+    fscrypt_fuse::create_root_with(dir.path(), &policy(), format).unwrap();
+    let fs = Arc::new(open_fs(&dir, true));
+    let (attr, fh) = fs
+        .create(ROOT, OsStr::new("f"), 0o644, libc::O_RDWR, ME)
+        .unwrap();
+    let ino = fscrypt_fuse::InodeNo(attr.ino.0);
+    let rounds: usize = 20_000;
+    let start = Arc::new(Barrier::new(2));
+    let writer = {
+        let (fs, start) = (fs.clone(), start.clone());
+        std::thread::spawn(move || {
+            for _ in 0..rounds {
+                start.wait();
+                assert_eq!(fs.write(fh, 8191, b"w").unwrap(), 1);
+                start.wait();
+            }
+        })
+    };
+    let mut lost = 0;
+    for _ in 0..rounds {
+        let reset = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        fs.setattr(ino, reset).unwrap();
+        start.wait();
+        fs.fallocate(fh, 0, 4096, 0).unwrap();
+        start.wait();
+        if fs.getattr(ino).unwrap().size != 8192 {
+            lost += 1;
+        }
+    }
+    writer.join().unwrap();
+    assert_eq!(
+        lost, 0,
+        "writes past the fallocated range cut off (format {format:?})"
+    );
+    fs.release(fh).unwrap();
 }

@@ -389,8 +389,9 @@ impl EncryptedFs {
 
     /// Refuses (`EPERM`, one log line without names) changing an object
     /// that is not the vault's: a non-directory that has more links than
-    /// the vault knows of (`inode`'s links seen through the mount) and whose
-    /// owner is not the vault's owner (the uid owning the backing root). A
+    /// the vault knows of (`inode`'s links seen through the mount that still
+    /// name it, see [`Self::live_links`]) and whose owner is not the vault's
+    /// owner (the uid owning the backing root). A
     /// foreign file hard-linked into the backing store (e.g. a root-owned
     /// file linked there by someone who can write the backing directory)
     /// is such an object: its other link lies outside the vault. Vault
@@ -404,22 +405,59 @@ impl EncryptedFs {
     pub(super) fn check_vault_object(&self, inode: &Inode, st: &Stat) -> Result<()> {
         #[allow(clippy::unnecessary_cast)] // `st_nlink` is u32 on some targets
         let links = st.st_nlink as u64;
-        if kind_of(st.st_mode) == Kind::Dir
-            || links <= 1
-            || st.st_uid == self.vault_uid
-            || links <= inode.link_count() as u64
-        {
+        if kind_of(st.st_mode) == Kind::Dir || links <= 1 || st.st_uid == self.vault_uid {
+            return Ok(());
+        }
+        let mut known = 0;
+        // A rename through the mount moves our links right after the backing
+        // rename (as in `find`): a short count is taken again.
+        for round in 0..3 {
+            known = self.live_links(inode, st);
+            if links <= known || round == 2 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if links <= known {
             return Ok(());
         }
         log::error!(
-            "fscrypt-fuse: backing object (device {}, inode {}) has {links} links, {} of them known to the vault, and belongs to uid {}, not to the vault owner {}: refusing to change it (remove the foreign link from the backing directory)",
+            "fscrypt-fuse: backing object (device {}, inode {}) has {links} links, {known} of them known to the vault, and belongs to uid {}, not to the vault owner {}: refusing to change it (remove the foreign link from the backing directory)",
             st.st_dev,
             st.st_ino,
-            inode.link_count(),
             st.st_uid,
             self.vault_uid
         );
         Err(Error::NotPermitted)
+    }
+
+    /// How many of `inode`'s known links name the object `st` right now
+    /// (an `fstatat` without following of each, same device and inode
+    /// number). A known link that names nothing or another object (renamed
+    /// or removed in the backing store behind the mount) does not count: it
+    /// must not vouch for a link the vault never saw. It is not dropped
+    /// either: a rename through the mount finds the inodes to move by their
+    /// old link right after the backing rename, and must still find it.
+    /// Each backing entry counts once, by its directory's device and inode
+    /// number and its name: two inodes of one backing directory (its stored
+    /// context changed between lookups) do not make one link two.
+    fn live_links(&self, inode: &Inode, st: &Stat) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        let mut i = 0;
+        while let Some(l) = inode.link_at(i) {
+            i += 1;
+            let Ok(pfd) = self.dir_fd(&l.parent) else {
+                continue;
+            };
+            if let Ok(s) = rustix::fs::statat(pfd, l.name.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                && s.st_dev == st.st_dev
+                && s.st_ino == st.st_ino
+                && let Ok(d) = rustix::fs::fstat(pfd)
+            {
+                seen.insert((d.st_dev, d.st_ino, l.name.name));
+            }
+        }
+        seen.len() as u64
     }
 
     /// The `fstat` of the object at `loc`, after [`Self::check_vault_object`]:

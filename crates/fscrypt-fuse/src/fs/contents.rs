@@ -315,13 +315,19 @@ impl EncryptedFs {
 
     /// Sets the plaintext size under the file's exclusive lock.
     pub(super) fn truncate(&self, inode: &Arc<Inode>, size: u64) -> Result<()> {
+        let mut st = inode.file.write()?;
+        self.truncate_locked(inode, &mut st, size)
+    }
+
+    /// [`Self::truncate`] with the file's exclusive lock already held
+    /// (`st` is the guarded state).
+    fn truncate_locked(&self, inode: &Arc<Inode>, st: &mut FileState, size: u64) -> Result<()> {
         self.need_key()?;
         if size > i64::MAX as u64 {
             return Err(Error::FileTooBig);
         }
-        let mut st = inode.file.write()?;
         if self.size_in_length() {
-            return self.truncate_v2(inode, &mut st, size);
+            return self.truncate_v2(inode, st, size);
         }
         let crypt = match &st.crypt {
             Some(c) => c.clone(),
@@ -357,7 +363,7 @@ impl EncryptedFs {
             return Ok(());
         }
         st.size = size;
-        self.write_size(inode, &f, &st)
+        self.write_size(inode, &f, st)
     }
 
     /// Format 2 truncate (the file's lock held): the size change is one
@@ -408,7 +414,10 @@ impl EncryptedFs {
     /// backing blocks of the data units covering `offset..offset+length`
     /// are reserved first (backing `fallocate` with `KEEP_SIZE`, so the
     /// backing length, which format 2 reads as the size, is untouched);
-    /// then mode 0 grows the size like truncate. Writes inside the range
+    /// then mode 0 grows the size like truncate, never shrinks it. Both
+    /// steps run under the file's exclusive lock, so a write past the range
+    /// made meanwhile by another thread is neither raced by the reservation
+    /// nor cut off by the size change. Writes inside the range
     /// then take no new blocks (xfstests generic/568), and a request beyond
     /// the free space fails with `ENOSPC` before the size changes (generic/213;
     /// blocks the backing filesystem reserved before it ran out stay
@@ -445,23 +454,23 @@ impl EncryptedFs {
             layout::unit_offset(u.first, du),
             layout::unit_offset(u.last, du),
         );
-        {
-            // The file's exclusive lock: no truncate shrinks the backing
-            // file between the reservation and the size change.
-            let st = inode.file.write()?;
-            let f = st.fd.clone().ok_or(Error::BadHandle)?;
-            match rustix::fs::fallocate(
-                &*f,
-                rustix::fs::FallocateFlags::KEEP_SIZE,
-                start,
-                stop - start,
-            ) {
-                Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => {}
-                Err(e) => return Err(e.into()),
-            }
+        // The file's exclusive lock over both steps: no truncate shrinks the
+        // backing file between the reservation and the size change, and no
+        // write grows the size between the comparison and the grow (which
+        // would then cut that write off).
+        let mut st = inode.file.write()?;
+        let f = st.fd.clone().ok_or(Error::BadHandle)?;
+        match rustix::fs::fallocate(
+            &*f,
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            start,
+            stop - start,
+        ) {
+            Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => {}
+            Err(e) => return Err(e.into()),
         }
-        if mode == 0 && end > inode.file.read()?.size {
-            self.truncate(&inode, end)?;
+        if mode == 0 && end > st.size {
+            self.truncate_locked(&inode, &mut st, end)?;
         }
         Ok(())
     }
