@@ -971,3 +971,77 @@ fn other_users_file_refused_when_not_root() {
     assert!(!encrypted(&d));
     assert!(!base.join(".home.fscrypt-convert").exists());
 }
+
+/// `convert_new`'s command for `d`, run in the background with the given
+/// `FSCRYPT_RS_TEST_PAUSE_*` seams (variable, FIFO).
+fn spawn_paused(env: &Env, d: &Path, seams: &[(&str, &Path)]) -> std::process::Child {
+    let key = env.key();
+    let mut cmd = env.cmd(&[
+        "encrypt",
+        p(d),
+        "--convert",
+        "--source",
+        "raw_key",
+        "--name",
+        "s",
+        "--key",
+        p(&key),
+    ]);
+    for (var, f) in seams {
+        cmd.env(var, f);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Review of issue 20: a file changed in the window is copied while DIR
+/// is live; a user's write to its place in DIR during that copy (the
+/// `FSCRYPT_RS_TEST_PAUSE_BEFORE_REPLACE` seam) is not replaced: the
+/// plaintext is kept and named, DIR keeps the user's write.
+#[test]
+fn a_write_during_the_copy_in_is_not_replaced() {
+    let Some(env) = Env::new("convert_copy_in_race", 64) else {
+        return;
+    };
+    let d = env.mnt().join("race");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("x"), "v1").unwrap();
+    let (before, during) = (fifo(&env, "before"), fifo(&env, "during"));
+    let mut child = spawn_paused(
+        &env,
+        &d,
+        &[
+            ("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP", &before),
+            ("FSCRYPT_RS_TEST_PAUSE_BEFORE_REPLACE", &during),
+        ],
+    );
+    let w = paused(&mut child, &before);
+    std::fs::write(d.join("x"), "v2 in the window").unwrap();
+    drop(w);
+    let w = paused(&mut child, &during);
+    assert!(encrypted(&d));
+    std::fs::write(d.join("x"), "v3 during the copy").unwrap();
+    drop(w);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains('x'),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(d.join("x")).unwrap(), b"v3 during the copy");
+    let work = env.mnt().join(".race.fscrypt-convert");
+    assert_eq!(
+        std::fs::read(work.join("encrypted/x")).unwrap(),
+        b"v2 in the window"
+    );
+    let names: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["x"], "no temporary copy left");
+}

@@ -35,7 +35,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use rustix::fs::{AtFlags, FileType, Stat};
+use rustix::fs::{AtFlags, FileType, RenameFlags, Stat};
 use rustix::io::Errno;
 
 use super::copy::Copier;
@@ -342,8 +342,10 @@ fn copy_in(
             // the copy fail, nothing is replaced.
             let tmp = format!(".fscrypt-rs-convert-{}.tmp", std::process::id());
             copier.copy_one(&sp, &dp, name, OsStr::new(&tmp), rel)?;
-            rustix::fs::renameat(&dp, tmp.as_str(), &dp, name)
-                .map_err(|e| io("replace", &path, e))?;
+            super::test_pause("FSCRYPT_RS_TEST_PAUSE_BEFORE_REPLACE");
+            if !replace(&dp, OsStr::new(&tmp), name, rec.dst.get(rel), &path)? {
+                return Ok(false);
+            }
         }
         Err(e) => return Err(io("stat", &path, e)),
     }
@@ -355,6 +357,46 @@ fn copy_in(
     rustix::fs::futimens(&dp, &super::copy::times(&pst))
         .map_err(|e| io("set times of", &parent_shown, e))?;
     log::info!("convert: an object changed during the exchange was copied in");
+    Ok(true)
+}
+
+/// Puts the copy `tmp` in `dp` in place of `name` only while `name` is
+/// still the untouched copy `was` (`DIR` is live: the user may have
+/// written it while the copy was made). The two are exchanged
+/// (`RENAME_EXCHANGE`, atomic) and what was swapped out is checked: when
+/// it is not `was`, they are exchanged back and the copy is removed
+/// (`false`: the caller keeps the plaintext and names it). Otherwise the
+/// old copy is removed.
+///
+/// # Errors
+/// I/O errors (the temporary copy is removed first).
+fn replace(
+    dp: &OwnedFd,
+    tmp: &OsStr,
+    name: &OsStr,
+    was: Option<&Rec>,
+    path: &Path,
+) -> Result<bool> {
+    let cancel = AtomicBool::new(false);
+    let drop_tmp = |e: ConvertError| {
+        let _ = super::remove_tree(dp, tmp, path, &cancel, &mut |_| {});
+        e
+    };
+    rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::EXCHANGE)
+        .map_err(|e| drop_tmp(io("replace", path, e)))?;
+    let old = rustix::fs::statat(dp, tmp, AtFlags::SYMLINK_NOFOLLOW);
+    let ours = old.as_ref().is_ok_and(|st| {
+        FileType::from_raw_mode(st.st_mode) != FileType::Directory
+            && was.is_some_and(|r| r.ours(st))
+    });
+    if !ours {
+        // Changed since it was checked: the user's version goes back.
+        rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::EXCHANGE)
+            .map_err(|e| io("put back", path, e))?;
+        super::remove_tree(dp, tmp, path, &cancel, &mut |_| {})?;
+        return Ok(false);
+    }
+    rustix::fs::unlinkat(dp, tmp, AtFlags::empty()).map_err(|e| io("remove", path, e))?;
     Ok(true)
 }
 

@@ -716,9 +716,11 @@ impl Conversion {
 /// (`FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP` or `..._AFTER_SWAP`) naming a
 /// FIFO, the conversion opens it and reads it to the end just before (or
 /// just after) the exchange, so a test can change the tree in that window
-/// and then let it go on. Only the caller's own process waits; nothing
-/// else reads these variables.
-fn test_pause(var: &str) {
+/// and then let it go on (`..._BEFORE_REPLACE`: in [`guard`], after a
+/// changed object was copied and before it replaces the copy in `DIR`).
+/// Only the caller's own process waits; nothing else reads these
+/// variables.
+pub(crate) fn test_pause(var: &str) {
     if let Some(p) = std::env::var_os(var) {
         use std::io::Read;
         if let Ok(mut f) = std::fs::File::open(p) {
