@@ -29,7 +29,7 @@
 //! is removed from the encrypted side).
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -91,6 +91,18 @@ impl Rec {
                 && now.nlink < self.nlink
                 && (now.mtime, now.size, now.mode, now.uid, now.gid)
                     == (self.mtime, self.size, self.mode, self.uid, self.gid))
+    }
+}
+
+impl Rec {
+    /// `st` is this object as [`Rec::ours`] allows, but for its change
+    /// time (a rename moves it): after our own `RENAME_EXCHANGE`.
+    fn renamed(&self, st: &Stat) -> bool {
+        let now = Rec::of(st);
+        now.ino == self.ino
+            && now.nlink <= self.nlink
+            && (now.mtime, now.size, now.mode, now.uid, now.gid)
+                == (self.mtime, self.size, self.mode, self.uid, self.gid)
     }
 }
 
@@ -331,24 +343,29 @@ fn copy_in(
     let src_dir = fresh
         .get(rel)
         .is_some_and(|r| FileType::from_raw_mode(r.mode) == FileType::Directory);
-    match rustix::fs::statat(&dp, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Err(Errno::NOENT) => copier.copy_one(&sp, &dp, name, name, rel)?,
+    let existing = match rustix::fs::statat(&dp, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => None,
         Ok(st) => {
             let untouched = rec.dst.get(rel).is_some_and(|r| r.ours(&st));
             if !untouched || src_dir || FileType::from_raw_mode(st.st_mode) == FileType::Directory {
                 return Ok(false);
             }
-            // Created exclusively: a name already there (not ours) makes
-            // the copy fail, nothing is replaced.
-            let tmp = format!(".fscrypt-rs-convert-{}.tmp", std::process::id());
-            copier.copy_one(&sp, &dp, name, OsStr::new(&tmp), rel)?;
-            super::test_pause("FSCRYPT_RS_TEST_PAUSE_BEFORE_REPLACE");
-            if !replace(&dp, OsStr::new(&tmp), name, rec.dst.get(rel), &path)? {
-                return Ok(false);
-            }
+            rec.dst.get(rel).copied()
         }
         Err(e) => return Err(io("stat", &path, e)),
+    };
+    // Always copied under a temporary name (created exclusively: a name
+    // already there makes the copy fail, nothing is replaced), so that a
+    // failure never leaves part of it under the real name; removed on
+    // any error.
+    let tmp = OsString::from(format!(".fscrypt-rs-convert-{}.tmp", std::process::id()));
+    copier.stage(rel, &parent.join(&tmp));
+    let placed = copy_and_place(copier, &sp, &dp, name, &tmp, rel, existing.as_ref(), &path);
+    copier.unstage(matches!(placed, Ok(true)));
+    if !placed? {
+        return Ok(false);
     }
+
     rec.src.extend(fresh);
     record_tree(&dp, name, rel, &path, &mut rec.dst)?;
     // The directory's times as in the plaintext (where it changed too).
@@ -360,13 +377,68 @@ fn copy_in(
     Ok(true)
 }
 
+/// Copies `name` in `sp` to `tmp` in `dp`, then puts it in place of
+/// `name` there: with `RENAME_NOREPLACE` when there was nothing, by
+/// [`replace`] of the untouched copy `existing` otherwise. `false` (and
+/// the temporary copy removed) when the place was taken meanwhile or the
+/// object is not ours to copy; the temporary copy is removed on errors.
+#[allow(clippy::too_many_arguments)]
+fn copy_and_place(
+    copier: &mut Copier<'_>,
+    sp: &OwnedFd,
+    dp: &OwnedFd,
+    name: &OsStr,
+    tmp: &OsStr,
+    rel: &Path,
+    existing: Option<&Rec>,
+    path: &Path,
+) -> Result<bool> {
+    let cancel = AtomicBool::new(false);
+    let drop_tmp = || super::remove_tree(dp, tmp, path, &cancel, &mut |_| {});
+    if let Err(e) = copier.copy_one(sp, dp, name, tmp, rel) {
+        let _ = drop_tmp();
+        // Not ours to copy (another user's object, as a user other than
+        // root: chown or mknod refused): kept and named, not a failure
+        // every rerun repeats.
+        return match e {
+            ConvertError::Io { source, .. }
+                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+            {
+                Ok(false)
+            }
+            e => Err(e),
+        };
+    }
+    super::test_pause("FSCRYPT_RS_TEST_PAUSE_BEFORE_REPLACE");
+    if existing.is_some() {
+        if !replace(dp, tmp, name, existing, path)? {
+            return Ok(false);
+        }
+    } else {
+        match rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            // Created in DIR meanwhile: theirs stays.
+            Err(Errno::EXIST) => {
+                drop_tmp()?;
+                return Ok(false);
+            }
+            Err(e) => {
+                let _ = drop_tmp();
+                return Err(io("create", path, e));
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// Puts the copy `tmp` in `dp` in place of `name` only while `name` is
 /// still the untouched copy `was` (`DIR` is live: the user may have
-/// written it while the copy was made). The two are exchanged
-/// (`RENAME_EXCHANGE`, atomic) and what was swapped out is checked: when
-/// it is not `was`, they are exchanged back and the copy is removed
-/// (`false`: the caller keeps the plaintext and names it). Otherwise the
-/// old copy is removed.
+/// written it while the copy was made): checked right before the two
+/// are exchanged (`RENAME_EXCHANGE`, atomic), and what was swapped out is
+/// checked again (all but its change time, which the exchange moved):
+/// when it is not `was`, they are exchanged back. Either way the copy is
+/// removed and `false` returned (the caller keeps the plaintext and
+/// names it). Otherwise the old copy is removed.
 ///
 /// # Errors
 /// I/O errors (the temporary copy is removed first).
@@ -382,12 +454,28 @@ fn replace(
         let _ = super::remove_tree(dp, tmp, path, &cancel, &mut |_| {});
         e
     };
+    // Checked again right before the exchange (the copy took a while)...
+    let ours = |st: &Stat| {
+        FileType::from_raw_mode(st.st_mode) != FileType::Directory
+            && was.is_some_and(|r| r.ours(st))
+    };
+    match rustix::fs::statat(dp, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if ours(&st) => {}
+        Ok(_) | Err(Errno::NOENT) => {
+            super::remove_tree(dp, tmp, path, &cancel, &mut |_| {})?;
+            return Ok(false);
+        }
+        Err(e) => return Err(drop_tmp(io("stat", path, e))),
+    }
     rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::EXCHANGE)
         .map_err(|e| drop_tmp(io("replace", path, e)))?;
+    // ... and what came out after it (a write in between moves its
+    // modification time or size; the exchange itself moved its change
+    // time).
     let old = rustix::fs::statat(dp, tmp, AtFlags::SYMLINK_NOFOLLOW);
     let ours = old.as_ref().is_ok_and(|st| {
         FileType::from_raw_mode(st.st_mode) != FileType::Directory
-            && was.is_some_and(|r| r.ours(st))
+            && was.is_some_and(|r| r.renamed(st))
     });
     if !ours {
         // Changed since it was checked: the user's version goes back.
