@@ -1188,3 +1188,37 @@ fn another_users_file_in_the_window_is_kept_when_not_root() {
     ok(&o, "rerun after moving it away");
     assert!(!base.join(".home.fscrypt-convert").exists());
 }
+
+/// Review of issue 20: a directory's own mode and owner changed in the
+/// window (`chmod 700`, `chown`, on a subdirectory and on DIR itself)
+/// are given to the encrypted directory, not lost.
+#[test]
+fn a_directory_chmod_in_the_window_is_kept() {
+    let Some(env) = Env::new("convert_window_dir_mode", 64) else {
+        return;
+    };
+    let d = env.mnt().join("modes");
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    std::fs::write(d.join("sub/f"), "f").unwrap();
+    std::fs::set_permissions(d.join("sub"), PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d, PermissionsExt::from_mode(0o755)).unwrap();
+    let before = fifo(&env, "before");
+    let mut child = spawn_paused(&env, &d, &[("FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP", &before)]);
+    let w = paused(&mut child, &before);
+    std::fs::set_permissions(d.join("sub"), PermissionsExt::from_mode(0o700)).unwrap();
+    chown(&d.join("sub"), 1234, 4321);
+    std::fs::set_permissions(&d, PermissionsExt::from_mode(0o750)).unwrap();
+    drop(w);
+    let o = child.wait_with_output().unwrap();
+    ok(&o, "convert");
+    assert!(encrypted(&d));
+    let sub = std::fs::symlink_metadata(d.join("sub")).unwrap();
+    assert_eq!(sub.mode() & 0o7777, 0o700);
+    assert_eq!((sub.uid(), sub.gid()), (1234, 4321));
+    assert_eq!(
+        std::fs::symlink_metadata(&d).unwrap().mode() & 0o7777,
+        0o750
+    );
+    assert_eq!(std::fs::read(d.join("sub/f")).unwrap(), b"f");
+    assert!(!env.mnt().join(".modes.fscrypt-convert").exists());
+}

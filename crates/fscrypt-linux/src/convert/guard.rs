@@ -8,9 +8,13 @@
 //! the plaintext tree (now in the work directory) is walked again and
 //! compared with the record ([`settle`]): a name that is new, or an object
 //! whose change time moved (a write, an append, a chmod, a new link all
-//! move it), is copied into `DIR` at the same place, replacing the copy
-//! there only while that copy is still untouched (its inode and change
-//! time as recorded). What cannot be copied in is reported and kept.
+//! move it), is copied into `DIR` at the same place (under a temporary
+//! name first, removed on any error), replacing the copy there only while
+//! that copy is still untouched (its inode and change time as recorded;
+//! checked again right before and after the exchange that puts the new
+//! copy in place). A recorded directory whose own mode or owner changed
+//! gives them to its encrypted copy. What cannot be copied in (including
+//! what the caller may not give its owner) is reported and kept.
 //!
 //! Removal ([`remove_recorded`]) then deletes only non-directories whose
 //! inode and change time are the recorded ones (a change time moved by our
@@ -81,6 +85,12 @@ impl Rec {
     /// `st` is this object, unchanged.
     fn same(&self, st: &Stat) -> bool {
         *self == Rec::of(st)
+    }
+
+    /// `st` has this object's mode and owner.
+    fn same_meta(&self, st: &Stat) -> bool {
+        let now = Rec::of(st);
+        (now.mode, now.uid, now.gid) == (self.mode, self.uid, self.gid)
     }
 
     /// `st` is this object, unchanged but for links removed (by us).
@@ -218,8 +228,8 @@ fn record_tree(
 }
 
 /// Paths (relative to the root) of objects below `fd` that are new or
-/// changed against `rec` (a new directory is one path; directories are
-/// not compared themselves, their entries are).
+/// changed against `rec` (a new directory is one path; of a recorded
+/// directory only its mode and owner are compared, its entries are).
 fn changes(
     fd: &OwnedFd,
     rel: &Path,
@@ -227,6 +237,14 @@ fn changes(
     rec: &Record,
     out: &mut Vec<PathBuf>,
 ) -> Result<()> {
+    if let Ok(st) = rustix::fs::fstat(fd)
+        && rec
+            .src
+            .get(rel)
+            .is_some_and(|x| x.ino == st.st_ino && !x.same_meta(&st))
+    {
+        out.push(rel.to_path_buf());
+    }
     for n in names(fd, &shown.join(rel))? {
         let r = rel.join(&n);
         let st = match rustix::fs::statat(fd, &n, AtFlags::SYMLINK_NOFOLLOW) {
@@ -300,6 +318,16 @@ pub(crate) fn settle(
         }
         let mut stuck = Vec::new();
         for rel in found {
+            let recorded_dir = rec
+                .src
+                .get(&rel)
+                .is_some_and(|r| FileType::from_raw_mode(r.mode) == FileType::Directory);
+            if recorded_dir {
+                if !dir_meta_in(plain, dir, &rel, shown, rec)? {
+                    stuck.push(rel);
+                }
+                continue;
+            }
             if !copy_in(plain, dir, &rel, shown, rec, &mut copier)? {
                 stuck.push(rel);
             }
@@ -309,6 +337,54 @@ pub(crate) fn settle(
         }
     }
     Ok(Vec::new())
+}
+
+/// Gives the directory `rel` in `DIR` the mode and owner its plaintext
+/// original was given in the window (a `chmod 700` there is not lost),
+/// while the encrypted directory's own are still as recorded; `false`
+/// when they were changed there too, or the caller may not (a user other
+/// than root giving it another owner).
+///
+/// # Errors
+/// I/O errors.
+fn dir_meta_in(
+    plain: &OwnedFd,
+    dir: &OwnedFd,
+    rel: &Path,
+    shown: &Path,
+    rec: &mut Record,
+) -> Result<bool> {
+    let path = shown.join(rel);
+    let (Some(s), Some(d)) = (open_rel(plain, rel, shown)?, open_rel(dir, rel, shown)?) else {
+        return Ok(false);
+    };
+    let sst = rustix::fs::fstat(&s).map_err(|e| io("stat", &path, e))?;
+    let dst = rustix::fs::fstat(&d).map_err(|e| io("stat", &path, e))?;
+    let (Some(was), Some(copy)) = (rec.src.get(rel), rec.dst.get(rel)) else {
+        return Ok(false);
+    };
+    // Already given (by a run killed before it wrote the record), or
+    // still as recorded.
+    let given = (dst.st_mode, dst.st_uid, dst.st_gid) == (sst.st_mode, sst.st_uid, sst.st_gid);
+    if sst.st_ino != was.ino || dst.st_ino != copy.ino || !(given || copy.same_meta(&dst)) {
+        return Ok(false);
+    }
+    let set = rustix::fs::fchown(
+        &d,
+        Some(rustix::fs::Uid::from_raw(sst.st_uid)),
+        Some(rustix::fs::Gid::from_raw(sst.st_gid)),
+    )
+    .and_then(|()| rustix::fs::fchmod(&d, rustix::fs::Mode::from_raw_mode(sst.st_mode & 0o7777)));
+    match set {
+        Ok(()) => {}
+        Err(Errno::PERM | Errno::ACCESS) => return Ok(false),
+        Err(e) => return Err(io("set mode and owner of", &path, e)),
+    }
+    let dst = rustix::fs::fstat(&d).map_err(|e| io("stat", &path, e))?;
+    rec.src.insert(rel.to_path_buf(), Rec::of(&sst));
+    rec.dst.insert(rel.to_path_buf(), Rec::of(&dst));
+    log::info!("convert: a directory's mode or owner changed during the exchange was copied in");
+    Ok(true)
 }
 
 /// Copies `rel` of the plaintext tree into `DIR`; `false` when its place
