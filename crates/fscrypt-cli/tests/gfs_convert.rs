@@ -12,90 +12,15 @@ use std::hash::{Hash, Hasher};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use test_support::run::assert_ok as ok;
 use test_support::run::describe as text;
 
-use fscrypt_linux::loopfs::LoopExt4;
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
-use test_support::tempdir::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
-
-struct Env {
-    fs: LoopExt4,
-    tmp: TempDir,
-}
-
-impl Env {
-    fn new(test: &str, size_mib: u64) -> Option<Env> {
-        let fs = scratch_ext4(test, size_mib, MKFS_4K)?;
-        let env = Env {
-            fs,
-            tmp: TempDir::new(test),
-        };
-        ok(&env.rs(&["setup", "--time", "0.001"]), "setup");
-        std::fs::write(env.key(), [0x5au8; 32]).unwrap();
-        std::fs::set_permissions(env.key(), PermissionsExt::from_mode(0o600)).unwrap();
-        Some(env)
-    }
-
-    fn mnt(&self) -> &Path {
-        self.fs.mount_point()
-    }
-
-    fn key(&self) -> PathBuf {
-        self.tmp.join("raw.key")
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args)
-            .env("FSCRYPT_CONF", self.tmp.join("fscrypt.conf"))
-            .env("FSCRYPT_ROOT_MNT", self.mnt());
-        c
-    }
-
-    fn rs(&self, args: &[&str]) -> Output {
-        test_support::run::output_within(&mut self.cmd(args), b"", Duration::from_secs(600))
-    }
-
-    /// `encrypt DIR --convert` with a new raw-key protector named `name`.
-    fn convert_new(&self, dir: &Path, name: &str) -> Output {
-        let key = self.key();
-        self.rs(&[
-            "encrypt",
-            p(dir),
-            "--convert",
-            "--source",
-            "raw_key",
-            "--name",
-            name,
-            "--key",
-            p(&key),
-        ])
-    }
-
-    /// The only protector's `MOUNT:ID`.
-    fn protector(&self) -> String {
-        let ids: Vec<_> = std::fs::read_dir(self.mnt().join(".fscrypt/protectors"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(ids.len(), 1, "{ids:?}");
-        format!("{}:{}", p(self.mnt()), ids[0])
-    }
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-fn encrypted(dir: &Path) -> bool {
-    fscrypt_linux::policy::get_policy(dir).is_ok()
-}
+mod convert_common;
+use convert_common::*;
 
 /// One object of a snapshot.
 #[derive(Debug, PartialEq, Eq)]
@@ -256,10 +181,6 @@ fn set_mtime(path: &Path, sec: i64) {
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     )
     .unwrap();
-}
-
-fn chown(path: &Path, uid: u32, gid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
 }
 
 /// The mixed tree of the main test.
@@ -778,40 +699,6 @@ fn writes_in_the_last_window_are_kept() {
     assert_eq!(std::fs::read(d.join("same")).unwrap(), b"unchanged");
     assert_same(&before, &snapshot(&d), "after the window");
     assert!(!env.mnt().join(".win.fscrypt-convert").exists());
-}
-
-/// A FIFO at `tmp/name` for the `FSCRYPT_RS_TEST_PAUSE_*` test seams.
-fn fifo(env: &Env, name: &str) -> PathBuf {
-    let f = env.tmp.join(name);
-    assert!(Command::new("mkfifo").arg(&f).status().unwrap().success());
-    f
-}
-
-/// Waits until `child` opened `fifo` (it is then paused at the seam) and
-/// returns the writing end: dropping it lets the child go on.
-fn paused(child: &mut std::process::Child, fifo: &Path) -> std::fs::File {
-    // Opening for writing returns once the reader opened it.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let f2 = fifo.to_path_buf();
-    std::thread::spawn(move || {
-        let _ = tx.send(std::fs::OpenOptions::new().write(true).open(&f2));
-    });
-    let start = Instant::now();
-    loop {
-        if let Ok(w) = rx.try_recv() {
-            return w.unwrap();
-        }
-        if let Some(st) = child.try_wait().unwrap() {
-            let _ = std::fs::File::open(fifo); // unblock the thread
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("exited ({st}) before pausing at {}: {err}", fifo.display());
-        }
-        assert!(start.elapsed() < Duration::from_secs(300), "never paused");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Issue 20 item 2: a file changed in the last window whose copy in DIR

@@ -30,6 +30,9 @@ pub struct Copier<'a> {
     /// first copy, relative to the destination root.
     links: HashMap<(u64, u64), PathBuf>,
     dst_root: Option<OwnedFd>,
+    /// While an object is copied under a temporary name: its real path
+    /// and the temporary one (relative to the destination root).
+    staged: Option<(PathBuf, PathBuf)>,
     cancel: &'a AtomicBool,
     progress: &'a mut dyn FnMut(&Progress),
     done: Progress,
@@ -49,6 +52,7 @@ impl<'a> Copier<'a> {
             root: root.to_path_buf(),
             links: HashMap::new(),
             dst_root: None,
+            staged: None,
             cancel,
             progress,
             done: Progress {
@@ -113,6 +117,23 @@ impl<'a> Copier<'a> {
         c
     }
 
+    /// The next [`Copier::copy_one`] of `real` writes it under `tmp` (both
+    /// relative to the destination root): hard links to what it copies
+    /// are made under `tmp` until [`Copier::unstage`].
+    pub(crate) fn stage(&mut self, real: &Path, tmp: &Path) {
+        self.staged = Some((real.to_path_buf(), tmp.to_path_buf()));
+    }
+
+    /// Ends [`Copier::stage`]: `moved` when the copy is now at its real
+    /// path; otherwise it is gone and links are not made to it.
+    pub(crate) fn unstage(&mut self, moved: bool) {
+        if let Some((real, _)) = self.staged.take()
+            && !moved
+        {
+            self.links.retain(|_, p| !p.starts_with(&real));
+        }
+    }
+
     /// Copies `name` in `src` (and everything below it) to `dst_name` in
     /// `dst`; `rel` is its path relative to both roots (hard links to an
     /// earlier copy are made to `rel` of that copy).
@@ -139,7 +160,14 @@ impl<'a> Copier<'a> {
                 let key = (st.st_dev, st.st_ino);
                 if let Some(first) = self.links.get(&key) {
                     let root = self.dst_root.as_ref().expect("set in copy_tree");
-                    rustix::fs::linkat(root, first, dst, dst_name, AtFlags::empty())
+                    let first = match &self.staged {
+                        Some((real, tmp)) => match first.strip_prefix(real) {
+                            Ok(below) => tmp.join(below),
+                            Err(_) => first.clone(),
+                        },
+                        None => first.clone(),
+                    };
+                    rustix::fs::linkat(root, &first, dst, dst_name, AtFlags::empty())
                         .map_err(|e| io("link", &path, e))?;
                     self.tick(0, 1);
                     return Ok(());

@@ -8,9 +8,13 @@
 //! the plaintext tree (now in the work directory) is walked again and
 //! compared with the record ([`settle`]): a name that is new, or an object
 //! whose change time moved (a write, an append, a chmod, a new link all
-//! move it), is copied into `DIR` at the same place, replacing the copy
-//! there only while that copy is still untouched (its inode and change
-//! time as recorded). What cannot be copied in is reported and kept.
+//! move it), is copied into `DIR` at the same place (under a temporary
+//! name first, removed on any error), replacing the copy there only while
+//! that copy is still untouched (its inode and change time as recorded;
+//! checked again right before and after the exchange that puts the new
+//! copy in place). A recorded directory whose own mode or owner changed
+//! gives them to its encrypted copy. What cannot be copied in (including
+//! what the caller may not give its owner) is reported and kept.
 //!
 //! Removal ([`remove_recorded`]) then deletes only non-directories whose
 //! inode and change time are the recorded ones (a change time moved by our
@@ -29,13 +33,13 @@
 //! is removed from the encrypted side).
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use rustix::fs::{AtFlags, FileType, Stat};
+use rustix::fs::{AtFlags, FileType, RenameFlags, Stat};
 use rustix::io::Errno;
 
 use super::copy::Copier;
@@ -83,6 +87,12 @@ impl Rec {
         *self == Rec::of(st)
     }
 
+    /// `st` has this object's mode and owner.
+    fn same_meta(&self, st: &Stat) -> bool {
+        let now = Rec::of(st);
+        (now.mode, now.uid, now.gid) == (self.mode, self.uid, self.gid)
+    }
+
     /// `st` is this object, unchanged but for links removed (by us).
     fn ours(&self, st: &Stat) -> bool {
         let now = Rec::of(st);
@@ -91,6 +101,18 @@ impl Rec {
                 && now.nlink < self.nlink
                 && (now.mtime, now.size, now.mode, now.uid, now.gid)
                     == (self.mtime, self.size, self.mode, self.uid, self.gid))
+    }
+}
+
+impl Rec {
+    /// `st` is this object as [`Rec::ours`] allows, but for its change
+    /// time (a rename moves it): after our own `RENAME_EXCHANGE`.
+    fn renamed(&self, st: &Stat) -> bool {
+        let now = Rec::of(st);
+        now.ino == self.ino
+            && now.nlink <= self.nlink
+            && (now.mtime, now.size, now.mode, now.uid, now.gid)
+                == (self.mtime, self.size, self.mode, self.uid, self.gid)
     }
 }
 
@@ -206,8 +228,8 @@ fn record_tree(
 }
 
 /// Paths (relative to the root) of objects below `fd` that are new or
-/// changed against `rec` (a new directory is one path; directories are
-/// not compared themselves, their entries are).
+/// changed against `rec` (a new directory is one path; of a recorded
+/// directory only its mode and owner are compared, its entries are).
 fn changes(
     fd: &OwnedFd,
     rel: &Path,
@@ -215,6 +237,14 @@ fn changes(
     rec: &Record,
     out: &mut Vec<PathBuf>,
 ) -> Result<()> {
+    if let Ok(st) = rustix::fs::fstat(fd)
+        && rec
+            .src
+            .get(rel)
+            .is_some_and(|x| x.ino == st.st_ino && !x.same_meta(&st))
+    {
+        out.push(rel.to_path_buf());
+    }
     for n in names(fd, &shown.join(rel))? {
         let r = rel.join(&n);
         let st = match rustix::fs::statat(fd, &n, AtFlags::SYMLINK_NOFOLLOW) {
@@ -288,6 +318,16 @@ pub(crate) fn settle(
         }
         let mut stuck = Vec::new();
         for rel in found {
+            let recorded_dir = rec
+                .src
+                .get(&rel)
+                .is_some_and(|r| FileType::from_raw_mode(r.mode) == FileType::Directory);
+            if recorded_dir {
+                if !dir_meta_in(plain, dir, &rel, shown, rec)? {
+                    stuck.push(rel);
+                }
+                continue;
+            }
             if !copy_in(plain, dir, &rel, shown, rec, &mut copier)? {
                 stuck.push(rel);
             }
@@ -297,6 +337,54 @@ pub(crate) fn settle(
         }
     }
     Ok(Vec::new())
+}
+
+/// Gives the directory `rel` in `DIR` the mode and owner its plaintext
+/// original was given in the window (a `chmod 700` there is not lost),
+/// while the encrypted directory's own are still as recorded; `false`
+/// when they were changed there too, or the caller may not (a user other
+/// than root giving it another owner).
+///
+/// # Errors
+/// I/O errors.
+fn dir_meta_in(
+    plain: &OwnedFd,
+    dir: &OwnedFd,
+    rel: &Path,
+    shown: &Path,
+    rec: &mut Record,
+) -> Result<bool> {
+    let path = shown.join(rel);
+    let (Some(s), Some(d)) = (open_rel(plain, rel, shown)?, open_rel(dir, rel, shown)?) else {
+        return Ok(false);
+    };
+    let sst = rustix::fs::fstat(&s).map_err(|e| io("stat", &path, e))?;
+    let dst = rustix::fs::fstat(&d).map_err(|e| io("stat", &path, e))?;
+    let (Some(was), Some(copy)) = (rec.src.get(rel), rec.dst.get(rel)) else {
+        return Ok(false);
+    };
+    // Already given (by a run killed before it wrote the record), or
+    // still as recorded.
+    let given = (dst.st_mode, dst.st_uid, dst.st_gid) == (sst.st_mode, sst.st_uid, sst.st_gid);
+    if sst.st_ino != was.ino || dst.st_ino != copy.ino || !(given || copy.same_meta(&dst)) {
+        return Ok(false);
+    }
+    let set = rustix::fs::fchown(
+        &d,
+        Some(rustix::fs::Uid::from_raw(sst.st_uid)),
+        Some(rustix::fs::Gid::from_raw(sst.st_gid)),
+    )
+    .and_then(|()| rustix::fs::fchmod(&d, rustix::fs::Mode::from_raw_mode(sst.st_mode & 0o7777)));
+    match set {
+        Ok(()) => {}
+        Err(Errno::PERM | Errno::ACCESS) => return Ok(false),
+        Err(e) => return Err(io("set mode and owner of", &path, e)),
+    }
+    let dst = rustix::fs::fstat(&d).map_err(|e| io("stat", &path, e))?;
+    rec.src.insert(rel.to_path_buf(), Rec::of(&sst));
+    rec.dst.insert(rel.to_path_buf(), Rec::of(&dst));
+    log::info!("convert: a directory's mode or owner changed during the exchange was copied in");
+    Ok(true)
 }
 
 /// Copies `rel` of the plaintext tree into `DIR`; `false` when its place
@@ -331,22 +419,29 @@ fn copy_in(
     let src_dir = fresh
         .get(rel)
         .is_some_and(|r| FileType::from_raw_mode(r.mode) == FileType::Directory);
-    match rustix::fs::statat(&dp, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Err(Errno::NOENT) => copier.copy_one(&sp, &dp, name, name, rel)?,
+    let existing = match rustix::fs::statat(&dp, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => None,
         Ok(st) => {
             let untouched = rec.dst.get(rel).is_some_and(|r| r.ours(&st));
             if !untouched || src_dir || FileType::from_raw_mode(st.st_mode) == FileType::Directory {
                 return Ok(false);
             }
-            // Created exclusively: a name already there (not ours) makes
-            // the copy fail, nothing is replaced.
-            let tmp = format!(".fscrypt-rs-convert-{}.tmp", std::process::id());
-            copier.copy_one(&sp, &dp, name, OsStr::new(&tmp), rel)?;
-            rustix::fs::renameat(&dp, tmp.as_str(), &dp, name)
-                .map_err(|e| io("replace", &path, e))?;
+            rec.dst.get(rel).copied()
         }
         Err(e) => return Err(io("stat", &path, e)),
+    };
+    // Always copied under a temporary name (created exclusively: a name
+    // already there makes the copy fail, nothing is replaced), so that a
+    // failure never leaves part of it under the real name; removed on
+    // any error.
+    let tmp = OsString::from(format!(".fscrypt-rs-convert-{}.tmp", std::process::id()));
+    copier.stage(rel, &parent.join(&tmp));
+    let placed = copy_and_place(copier, &sp, &dp, name, &tmp, rel, existing.as_ref(), &path);
+    copier.unstage(matches!(placed, Ok(true)));
+    if !placed? {
+        return Ok(false);
     }
+
     rec.src.extend(fresh);
     record_tree(&dp, name, rel, &path, &mut rec.dst)?;
     // The directory's times as in the plaintext (where it changed too).
@@ -355,6 +450,117 @@ fn copy_in(
     rustix::fs::futimens(&dp, &super::copy::times(&pst))
         .map_err(|e| io("set times of", &parent_shown, e))?;
     log::info!("convert: an object changed during the exchange was copied in");
+    Ok(true)
+}
+
+/// Copies `name` in `sp` to `tmp` in `dp`, then puts it in place of
+/// `name` there: with `RENAME_NOREPLACE` when there was nothing, by
+/// [`replace`] of the untouched copy `existing` otherwise. `false` (and
+/// the temporary copy removed) when the place was taken meanwhile or the
+/// object is not ours to copy; the temporary copy is removed on errors.
+#[allow(clippy::too_many_arguments)]
+fn copy_and_place(
+    copier: &mut Copier<'_>,
+    sp: &OwnedFd,
+    dp: &OwnedFd,
+    name: &OsStr,
+    tmp: &OsStr,
+    rel: &Path,
+    existing: Option<&Rec>,
+    path: &Path,
+) -> Result<bool> {
+    let cancel = AtomicBool::new(false);
+    let drop_tmp = || super::remove_tree(dp, tmp, path, &cancel, &mut |_| {});
+    if let Err(e) = copier.copy_one(sp, dp, name, tmp, rel) {
+        let _ = drop_tmp();
+        // Not ours to copy (another user's object, as a user other than
+        // root: chown or mknod refused): kept and named, not a failure
+        // every rerun repeats.
+        return match e {
+            ConvertError::Io { source, .. }
+                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+            {
+                Ok(false)
+            }
+            e => Err(e),
+        };
+    }
+    super::test_pause("FSCRYPT_RS_TEST_PAUSE_BEFORE_REPLACE");
+    if existing.is_some() {
+        if !replace(dp, tmp, name, existing, path)? {
+            return Ok(false);
+        }
+    } else {
+        match rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::NOREPLACE) {
+            Ok(()) => {}
+            // Created in DIR meanwhile: theirs stays.
+            Err(Errno::EXIST) => {
+                drop_tmp()?;
+                return Ok(false);
+            }
+            Err(e) => {
+                let _ = drop_tmp();
+                return Err(io("create", path, e));
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Puts the copy `tmp` in `dp` in place of `name` only while `name` is
+/// still the untouched copy `was` (`DIR` is live: the user may have
+/// written it while the copy was made): checked right before the two
+/// are exchanged (`RENAME_EXCHANGE`, atomic), and what was swapped out is
+/// checked again (all but its change time, which the exchange moved):
+/// when it is not `was`, they are exchanged back. Either way the copy is
+/// removed and `false` returned (the caller keeps the plaintext and
+/// names it). Otherwise the old copy is removed.
+///
+/// # Errors
+/// I/O errors (the temporary copy is removed first).
+fn replace(
+    dp: &OwnedFd,
+    tmp: &OsStr,
+    name: &OsStr,
+    was: Option<&Rec>,
+    path: &Path,
+) -> Result<bool> {
+    let cancel = AtomicBool::new(false);
+    let drop_tmp = |e: ConvertError| {
+        let _ = super::remove_tree(dp, tmp, path, &cancel, &mut |_| {});
+        e
+    };
+    // Checked again right before the exchange (the copy took a while)...
+    let ours = |st: &Stat| {
+        FileType::from_raw_mode(st.st_mode) != FileType::Directory
+            && was.is_some_and(|r| r.ours(st))
+    };
+    match rustix::fs::statat(dp, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if ours(&st) => {}
+        Ok(_) | Err(Errno::NOENT) => {
+            super::remove_tree(dp, tmp, path, &cancel, &mut |_| {})?;
+            return Ok(false);
+        }
+        Err(e) => return Err(drop_tmp(io("stat", path, e))),
+    }
+    rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::EXCHANGE)
+        .map_err(|e| drop_tmp(io("replace", path, e)))?;
+    // ... and what came out after it (a write in between moves its
+    // modification time or size; the exchange itself moved its change
+    // time).
+    let old = rustix::fs::statat(dp, tmp, AtFlags::SYMLINK_NOFOLLOW);
+    let ours = old.as_ref().is_ok_and(|st| {
+        FileType::from_raw_mode(st.st_mode) != FileType::Directory
+            && was.is_some_and(|r| r.renamed(st))
+    });
+    if !ours {
+        // Changed since it was checked: the user's version goes back.
+        rustix::fs::renameat_with(dp, tmp, dp, name, RenameFlags::EXCHANGE)
+            .map_err(|e| io("put back", path, e))?;
+        super::remove_tree(dp, tmp, path, &cancel, &mut |_| {})?;
+        return Ok(false);
+    }
+    rustix::fs::unlinkat(dp, tmp, AtFlags::empty()).map_err(|e| io("remove", path, e))?;
     Ok(true)
 }
 

@@ -716,11 +716,13 @@ impl Conversion {
 /// (`FSCRYPT_RS_TEST_PAUSE_BEFORE_SWAP` or `..._AFTER_SWAP`) naming a
 /// FIFO, the conversion opens it and reads it to the end just before (or
 /// just after) the exchange, so a test can change the tree in that window
-/// and then let it go on. Only the caller's own process waits; nothing
-/// else reads these variables. Anything but a FIFO (a symlink, a device, a
-/// file) is ignored, so the variable cannot make a root conversion read
-/// anything else.
-fn test_pause(var: &str) {
+/// and then let it go on (`..._BEFORE_REPLACE`: in [`guard`], after a
+/// changed object was copied and before it replaces the copy in `DIR`).
+/// Only the caller's own process waits; nothing else reads these
+/// variables. Anything but a FIFO (a symlink, a device, a file) is
+/// ignored, so the variable cannot make a root conversion read anything
+/// else.
+pub(crate) fn test_pause(var: &str) {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let Some(p) = std::env::var_os(var) else {
