@@ -817,22 +817,9 @@ fn other_users_file_refused_when_not_root() {
         return;
     };
     use test_support::users::NOBODY;
-    // As `setup --all-users` leaves them: any user may write metadata.
-    for m in ["protectors", "policies"] {
-        let m = env.mnt().join(".fscrypt").join(m);
-        std::fs::set_permissions(&m, PermissionsExt::from_mode(0o1777)).unwrap();
-    }
-    let base = env.mnt().join("nobody");
-    let d = base.join("home");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("mine"), "x").unwrap();
+    let (d, key) = env.nobody_home();
+    let base = d.parent().unwrap().to_path_buf();
     std::fs::write(d.join("roots"), "y").unwrap();
-    for q in [&base, &d, &d.join("mine")] {
-        chown(q, NOBODY, NOBODY);
-    }
-    let key = base.join("raw.key");
-    std::fs::copy(env.key(), &key).unwrap();
-    chown(&key, NOBODY, NOBODY);
     let mut c = test_support::users::as_user(NOBODY, NOBODY, BIN);
     c.args([
         "encrypt",

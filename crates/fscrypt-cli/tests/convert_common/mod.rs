@@ -99,6 +99,31 @@ pub fn chown(path: &Path, uid: u32, gid: u32) {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
 }
 
+impl Env {
+    /// For the tests run as `nobody`: the metadata directories made
+    /// writable by anyone (as `setup --all-users` leaves them), and
+    /// `nobody/home` holding the file `mine`, with `nobody/raw.key` (a copy
+    /// of the raw key), all `nobody`'s: (home, key).
+    pub fn nobody_home(&self) -> (PathBuf, PathBuf) {
+        use test_support::users::NOBODY;
+        for m in ["protectors", "policies"] {
+            let m = self.mnt().join(".fscrypt").join(m);
+            std::fs::set_permissions(&m, PermissionsExt::from_mode(0o1777)).unwrap();
+        }
+        let base = self.mnt().join("nobody");
+        let d = base.join("home");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("mine"), "x").unwrap();
+        for q in [&base, &d, &d.join("mine")] {
+            chown(q, NOBODY, NOBODY);
+        }
+        let key = base.join("raw.key");
+        std::fs::copy(self.key(), &key).unwrap();
+        chown(&key, NOBODY, NOBODY);
+        (d, key)
+    }
+}
+
 /// A FIFO at `tmp/name` for the `FSCRYPT_RS_TEST_PAUSE_*` test seams.
 pub fn fifo(env: &Env, name: &str) -> PathBuf {
     let f = env.tmp.join(name);
