@@ -257,6 +257,26 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Counts one policy's time-bounded keyring call on `mount`: `Some(Ok(true))`
+    /// done, `Some(Ok(false))` nothing to do, `Some(Err)` a failure named by
+    /// `descriptor`, `None` the mount did not answer.
+    fn count(&mut self, mount: PathBuf, descriptor: &str, r: Option<Result<bool, String>>) {
+        match r {
+            Some(Ok(done)) => self.done += usize::from(done),
+            Some(Err(e)) => self.errors.push(format!("policy {descriptor}: {e}")),
+            None => self.stuck.push(mount),
+        }
+    }
+
+    /// This outcome with `stuck` (mounts found not answering before)
+    /// added, each mount named once.
+    fn finish(mut self, stuck: Vec<PathBuf>) -> Outcome {
+        self.stuck.extend(stuck);
+        self.stuck.sort();
+        self.stuck.dedup();
+        self
+    }
+
     /// At most two log lines, whatever the number of policies and mounts:
     /// the failures (the first one, and how many more) and the mounts that
     /// did not answer.
@@ -300,17 +320,18 @@ pub fn unlock(o: &Options, uid: u32, password: &[u8]) -> Result<Outcome, String>
     };
     let pkey = actions::open_protector(&prot, password).map_err(|e| e.to_string())?;
     let mut found = policies_of(o, &prot.protector_descriptor, store.trust());
-    let mut n = 0;
-    let mut errs = Vec::new();
+    let mut out = Outcome::default();
     for (mount, policy) in std::mem::take(&mut found.policies) {
         let Some((_, spec)) = kernel_spec(&policy) else {
-            errs.push(format!("policy {}: bad descriptor", policy.key_descriptor));
+            out.errors
+                .push(format!("policy {}: bad descriptor", policy.key_descriptor));
             continue;
         };
         let key = match actions::open_policy(&policy, &prot.protector_descriptor, &pkey) {
             Ok(key) => key,
             Err(e) => {
-                errs.push(format!("policy {}: {e}", policy.key_descriptor));
+                out.errors
+                    .push(format!("policy {}: {e}", policy.key_descriptor));
                 continue;
             }
         };
@@ -323,19 +344,9 @@ pub fn unlock(o: &Options, uid: u32, password: &[u8]) -> Result<Outcome, String>
             }
             as_user(uid, || add_key(&at, &policy, &key[..])).map(|()| true)
         });
-        match r {
-            Some(Ok(added)) => n += usize::from(added),
-            Some(Err(e)) => errs.push(format!("policy {descriptor}: {e}")),
-            None => found.stuck.push(mount),
-        }
+        out.count(mount, &descriptor, r);
     }
-    found.stuck.sort();
-    found.stuck.dedup();
-    Ok(Outcome {
-        done: n,
-        errors: errs,
-        stuck: found.stuck,
-    })
+    Ok(out.finish(found.stuck))
 }
 
 /// Runs `f` with the filesystem uid and gid of user `uid` (this thread
@@ -391,8 +402,7 @@ pub fn lock(o: &Options, uid: u32) -> Result<Outcome, String> {
         return Ok(Outcome::default());
     };
     let mut found = policies_of(o, &prot.protector_descriptor, store.trust());
-    let mut n = 0;
-    let mut errs = Vec::new();
+    let mut out = Outcome::default();
     for (mount, policy) in std::mem::take(&mut found.policies) {
         let Some((_, spec)) = kernel_spec(&policy) else {
             continue;
@@ -408,19 +418,9 @@ pub fn lock(o: &Options, uid: u32) -> Result<Outcome, String> {
                 .map(|_| true)
                 .map_err(|e| e.to_string())
         });
-        match r {
-            Some(Ok(removed)) => n += usize::from(removed),
-            Some(Err(e)) => errs.push(format!("policy {}: {e}", policy.key_descriptor)),
-            None => found.stuck.push(mount),
-        }
+        out.count(mount, &policy.key_descriptor, r);
     }
-    found.stuck.sort();
-    found.stuck.dedup();
-    Ok(Outcome {
-        done: n,
-        errors: errs,
-        stuck: found.stuck,
-    })
+    Ok(out.finish(found.stuck))
 }
 
 /// Re-wraps the user's login protector from `old` to `new` password:
