@@ -1,18 +1,20 @@
 //! The offline ext4 reader over arbitrary image bytes (issue 14): open the
-//! bytes as an image, walk the tree (bounded depth and entries), read
-//! files, symlinks and xattrs — once without keys (no-key names) and once with the
-//! fixed key of the seed image (`scripts/fuzz-ext4-seed.sh`). Any error is
-//! fine; a panic, a hang or unbounded memory is a bug.
+//! bytes as an image straight from memory (the `[u8]` reader, no temporary
+//! file), walk the tree (bounded depth and entries), read files through the
+//! one read path (`FileData::read_at`, as a stream and at odd offsets),
+//! symlinks and xattrs — once without keys (no-key names) and once with
+//! the fixed key of the seed image (`scripts/fuzz-ext4-seed.sh`). Any
+//! error is fine; a panic, a hang or unbounded memory is a bug.
 //!
 //! `cargo +nightly fuzz run ext4_image seeds/ext4_image` (from `fuzz/`).
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::path::Path;
 
-use fscrypt_linux::ext4::InodeKind;
-use fscrypt_linux::image::read::{Contents, Piece};
-use fscrypt_linux::image::{Image, KeySet, Node, join};
+use fscrypt_ext4::InodeKind;
+use fscrypt_ext4::image::file::FileData;
+use fscrypt_ext4::image::read::{Contents, Piece};
+use fscrypt_ext4::image::{Image, KeySet, Node, join};
 use libfuzzer_sys::fuzz_target;
 
 const MAX_DEPTH: usize = 6;
@@ -20,26 +22,11 @@ const MAX_ENTRIES: usize = 64;
 const MAX_NODES: usize = 256;
 const MAX_DATA: u64 = 4 << 20;
 
-struct Paths {
-    image: PathBuf,
-    key: PathBuf,
-}
-
-fn paths() -> &'static Paths {
-    static P: OnceLock<Paths> = OnceLock::new();
-    P.get_or_init(|| {
-        let dir = std::env::temp_dir();
-        let pid = std::process::id();
-        let key = dir.join(format!("fscrypt-fuzz-ext4-key-{pid}"));
-        let bytes: Vec<u8> = (0..64u8)
-            .map(|i| i.wrapping_mul(29).wrapping_add(3))
-            .collect();
-        std::fs::write(&key, bytes).expect("key file");
-        Paths {
-            image: dir.join(format!("fscrypt-fuzz-ext4-{pid}.img")),
-            key,
-        }
-    })
+/// The master key of the seed image.
+fn seed_key() -> Vec<u8> {
+    (0..64u8)
+        .map(|i| i.wrapping_mul(29).wrapping_add(3))
+        .collect()
 }
 
 struct Budget {
@@ -47,12 +34,12 @@ struct Budget {
     data: u64,
 }
 
-fn visit(img: &Image, node: &Node, shown: &str, depth: usize, b: &mut Budget) {
+fn visit(img: &Image<&[u8]>, node: &Node, shown: &str, depth: usize, b: &mut Budget) {
     if b.nodes >= MAX_NODES {
         return;
     }
     b.nodes += 1;
-    let _ = fscrypt_linux::image::xattrs::vfs_xattrs(img.ext4(), &node.inode);
+    let _ = fscrypt_ext4::image::xattrs::vfs_xattrs(img.ext4(), &node.inode);
     match node.kind() {
         InodeKind::Directory => {
             if depth >= MAX_DEPTH {
@@ -70,6 +57,13 @@ fn visit(img: &Image, node: &Node, shown: &str, depth: usize, b: &mut Budget) {
             }
         }
         InodeKind::Regular => {
+            if let Ok(f) = FileData::open(img.ext4(), node, shown) {
+                // Random access across block edges and past the end.
+                let mut buf = [0u8; 5000];
+                for off in [1u64, 4095, f.size().saturating_sub(3), f.size() + 1] {
+                    let _ = f.read_at(img.ext4(), node, off, &mut buf);
+                }
+            }
             let Ok(mut c) = Contents::new(img, node, shown) else {
                 return;
             };
@@ -89,16 +83,13 @@ fn visit(img: &Image, node: &Node, shown: &str, depth: usize, b: &mut Budget) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let p = paths();
-    if std::fs::write(&p.image, data).is_err() {
-        return;
-    }
     for with_key in [false, true] {
         let mut keys = KeySet::new();
         if with_key {
-            keys.add_file(&p.key).expect("fixed key");
+            keys.add_raw(&seed_key(), Path::new("<seed key>"))
+                .expect("fixed key");
         }
-        let Ok(img) = Image::open(&p.image, keys) else {
+        let Ok(img) = Image::from_reader(data, Path::new("<fuzz input>"), keys) else {
             return;
         };
         let _ = img.resolve(b"/enc/dir/../a");

@@ -2,7 +2,8 @@
 //! `exec(Args) -> anyhow::Result<ExitCode>` that calls the library crates.
 
 pub mod add_key;
-pub mod bench;
+/// In the library target, shared with `fscrypt-rs-bench`.
+pub use fscrypt_cli::commands::bench;
 pub mod crypt;
 pub mod demo;
 pub mod encrypt;

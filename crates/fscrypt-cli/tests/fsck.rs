@@ -72,7 +72,7 @@ impl V {
 fn dir_crypt(master: &fscrypt::MasterKey, dir: &Path) -> InodeCrypt {
     let b = std::fs::read(dir.join(layout::DIR_META_NAME)).unwrap();
     let h = Header::parse(&b, HeaderKind::Directory).unwrap();
-    let ctx = Context::parse(&h.context).unwrap();
+    let ctx = Context::parse(&layout::context_bytes(&h.context)).unwrap();
     InodeCrypt::new(
         master,
         &ctx,
@@ -550,10 +550,12 @@ fn header_damage_of_each_kind() {
         bytes[64..72].copy_from_slice(&sum[..8]);
         bytes
     };
-    let mut other_policy = Policy::V2(match Context::parse(&h.context).unwrap() {
-        Context::V2(c) => c.policy,
-        _ => unreachable!(),
-    });
+    let mut other_policy = Policy::V2(
+        match Context::parse(&layout::context_bytes(&h.context)).unwrap() {
+            Context::V2(c) => c.policy,
+            _ => unreachable!(),
+        },
+    );
     if let Policy::V2(p) = &mut other_policy {
         p.master_key_identifier.0[0] ^= 1;
     }
@@ -598,7 +600,7 @@ fn header_damage_of_each_kind() {
             let mut x = good.clone();
             x[..72].copy_from_slice(
                 &Header {
-                    context: foreign_ctx.as_ref().try_into().unwrap(),
+                    context: layout::parse_context(&foreign_ctx).unwrap(),
                     ..h.clone()
                 }
                 .to_bytes(),
@@ -659,7 +661,7 @@ fn bad_names() {
     std::fs::remove_file(&foreign).unwrap();
     // A ciphertext length the 32-byte padding never produces (48 bytes).
     let mut buf = [0u8; 64];
-    let n = layout::b64_encode(&[7u8; 48], &mut buf);
+    let n = fscrypt::base64url::encode(&[7u8; 48], &mut buf);
     let odd = std::str::from_utf8(&buf[..n]).unwrap().to_owned();
     std::fs::write(v.cipher.join(&odd), &bytes).unwrap();
     case(&v, &orig, "bad-name-length", &odd, None, After::Untouched);
@@ -673,7 +675,7 @@ fn bad_names() {
             break ct;
         }
     };
-    let n = layout::b64_encode(&ct, &mut buf);
+    let n = fscrypt::base64url::encode(&ct, &mut buf);
     let bad = std::str::from_utf8(&buf[..n]).unwrap().to_owned();
     std::fs::write(v.cipher.join(&bad), &bytes).unwrap();
     let nk = fscrypt::nokey::encode(&ct, 0, 0).to_string();
@@ -698,7 +700,7 @@ fn non_canonical_name() {
     let orig = v.snapshot();
     let b = std::fs::read(v.cipher.join("fscrypt.dir")).unwrap();
     let h = Header::parse(&b, HeaderKind::Directory).unwrap();
-    let Context::V2(c) = Context::parse(&h.context).unwrap() else {
+    let Context::V2(c) = Context::parse(&layout::context_bytes(&h.context)).unwrap() else {
         unreachable!()
     };
     let mut p32 = c.policy;

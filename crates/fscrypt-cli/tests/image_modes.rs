@@ -34,7 +34,7 @@ use fscrypt::{
     Context, EncryptionMode, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyFlags,
     PolicyV2,
 };
-use fscrypt_linux::ext4::{EXT4_EXTENTS_FL, Ext4, InodeKind};
+use fscrypt_ext4::{EXT4_EXTENTS_FL, Ext4, InodeKind};
 use test_support::TempDir;
 use test_support::loopdev::{MKFS_4K, key64, scratch_ext4, unmount_retrying};
 

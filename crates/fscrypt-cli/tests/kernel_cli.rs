@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use fscrypt_linux::loopfs::LoopExt4;
 use test_support::TempDir;
 use test_support::loopdev::{MKFS_4K, flip_byte, physical_block, scratch_ext4};
+use test_support::loopfs::LoopExt4;
 use test_support::skip::setpriv_available;
 use test_support::users::as_user;
 

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use test_support::run::assert_ok as ok;
 use test_support::run::describe as text;
 
-use fscrypt_linux::loopfs::LoopExt4;
 use fscrypt_metadata::proto::{self, HashingCosts, ProtectorData, SourceType, WrappedKeyData};
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
+use test_support::loopfs::LoopExt4;
 use test_support::tempdir::TempDir;
 use test_support::users::{TestUser, as_user};
 

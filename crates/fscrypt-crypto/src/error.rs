@@ -86,6 +86,12 @@ pub enum Error {
         /// The algorithm that was requested.
         algorithm: Algorithm,
     },
+    /// No registered MAC implementation is usable: all have a refused
+    /// property or failed their known-answer self-test.
+    #[error(
+        "no usable implementation of the vault MAC (all are refused or failed their self-test)"
+    )]
+    NoMacImplementation,
     /// A backend library reported a failure (e.g. an aws-lc call returned 0).
     #[error("{implementation}: backend call {call} failed")]
     Backend {

@@ -12,8 +12,9 @@
 //! * Hash/KDF building blocks: [`sha256`], [`hmac_sha512`], [`HkdfSha512`],
 //!   [`siphash24`], [`aes128_ecb_encrypt`], [`aes256_cmac`].
 //! * For the fscrypt-rs vault (not the kernel format): [`argon2id`] (the
-//!   passphrase KDF), [`aead`] (XChaCha20-Poly1305 key wrapping) and
-//!   [`random_bytes`].
+//!   passphrase KDF), [`aead`] (XChaCha20-Poly1305 key wrapping),
+//!   [`mac`] (POLYVAL-then-AES-256, the authenticated vault format's MAC)
+//!   and [`random_bytes`].
 //!
 //! Block ciphers, hashes and stream ciphers come from RustCrypto and aws-lc;
 //! the modes assembled from them (XTS tweak loop and stealing, CS3 stealing,
@@ -44,6 +45,7 @@ mod essiv;
 mod hctr2;
 mod kat;
 mod kdf;
+pub mod mac;
 mod password;
 mod poly1305;
 mod prepared;

@@ -114,3 +114,13 @@ pub(crate) static BUILTIN: &[Implementation] = &[
         |k| boxed(Hctr2::<Aes256>::new("hctr2-aes-256-rustcrypto", k)),
     ),
 ];
+
+/// The built-in MAC implementations (RustCrypto POLYVAL and AES, CPU code
+/// with runtime feature detection; no refused property).
+pub(crate) static BUILTIN_MACS: &[crate::registry::MacImplementation] =
+    &[crate::registry::MacImplementation {
+        name: "polyval-aes-256-mac-rustcrypto",
+        priority: 500,
+        properties: Properties::NONE,
+        new_key: |k| Ok(SecretBox::mac_key(crate::mac::PolyvalAes256Mac::new(k)?)),
+    }];

@@ -17,7 +17,8 @@ use core::fmt;
 use core::ops::BitOr;
 use std::sync::OnceLock;
 
-use crate::kat::{self, Kat};
+use crate::kat::{self, Kat, MacKat};
+use crate::mac::{MAC_KEY_SIZE, MacKey, PreparedMac};
 use crate::{Algorithm, CipherKey, Error, PreparedKey, SecretBox};
 
 /// Properties of an implementation that fscrypt may refuse (a bit mask).
@@ -151,6 +152,35 @@ impl fmt::Debug for Implementation {
     }
 }
 
+/// Builds a keyed MAC instance from a [`MAC_KEY_SIZE`]-byte key, in locked,
+/// dump-excluded memory ([`SecretBox::mac_key`]). Called once per key.
+pub type MacKeyConstructor = fn(key: &[u8]) -> Result<SecretBox<dyn MacKey>, Error>;
+
+/// A registered implementation of the vault's MAC, POLYVAL-then-AES-256
+/// ([`crate::mac`]): selected, refused and self-tested like the ciphers'
+/// [`Implementation`]s.
+#[derive(Clone, Copy)]
+pub struct MacImplementation {
+    /// Unique implementation name, e.g. `"polyval-aes-256-mac-rustcrypto"`.
+    pub name: &'static str,
+    /// Selection priority: higher wins.
+    pub priority: u32,
+    /// Properties that a registry may refuse.
+    pub properties: Properties,
+    /// Key setup.
+    pub new_key: MacKeyConstructor,
+}
+
+impl fmt::Debug for MacImplementation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MacImplementation")
+            .field("name", &self.name)
+            .field("priority", &self.priority)
+            .field("properties", &self.properties)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How a self-test vector failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SelfTestFailure {
@@ -164,6 +194,10 @@ pub enum SelfTestFailure {
     WrongCiphertext,
     /// Decryption did not give back the vector's plaintext.
     WrongPlaintext,
+    /// A MAC gave another tag than the vector's.
+    WrongTag,
+    /// The embedded vector itself does not decode (a bug of this crate).
+    MalformedVector,
 }
 
 impl fmt::Display for SelfTestFailure {
@@ -174,6 +208,8 @@ impl fmt::Display for SelfTestFailure {
             SelfTestFailure::Decrypt(e) => write!(f, "decryption failed: {e}"),
             SelfTestFailure::WrongCiphertext => f.write_str("wrong ciphertext"),
             SelfTestFailure::WrongPlaintext => f.write_str("wrong plaintext after decryption"),
+            SelfTestFailure::WrongTag => f.write_str("wrong tag"),
+            SelfTestFailure::MalformedVector => f.write_str("malformed embedded vector"),
         }
     }
 }
@@ -252,8 +288,24 @@ pub struct ImplementationReport {
     pub verdict: Verdict,
 }
 
+/// One row of [`Registry::mac_report`].
+#[derive(Debug, Clone)]
+pub struct MacImplementationReport {
+    /// The implementation.
+    pub implementation: MacImplementation,
+    /// Its self-test result.
+    pub self_test: SelfTestStatus,
+    /// Whether it is selected, and why not otherwise.
+    pub verdict: Verdict,
+}
+
 struct Entry {
     imp: Implementation,
+    status: OnceLock<SelfTestStatus>,
+}
+
+struct MacEntry {
+    imp: MacImplementation,
     status: OnceLock<SelfTestStatus>,
 }
 
@@ -268,6 +320,9 @@ pub struct Registry {
     /// Selection result per algorithm (index into `entries`), computed once;
     /// reset by the `&mut self` methods that change the inputs.
     selected: [OnceLock<Option<usize>>; 8],
+    macs: Vec<MacEntry>,
+    /// Selection result for the MAC (index into `macs`), computed once.
+    selected_mac: OnceLock<Option<usize>>,
 }
 
 impl fmt::Debug for Registry {
@@ -276,6 +331,10 @@ impl fmt::Debug for Registry {
             .field(
                 "implementations",
                 &self.entries.iter().map(|e| e.imp.name).collect::<Vec<_>>(),
+            )
+            .field(
+                "mac_implementations",
+                &self.macs.iter().map(|e| e.imp.name).collect::<Vec<_>>(),
             )
             .field("refused", &self.refused)
             .finish()
@@ -323,6 +382,50 @@ fn run_self_test(imp: &Implementation, vectors: &[Kat]) -> SelfTestStatus {
     }
 }
 
+/// Runs the MAC vectors against `imp`.
+fn run_mac_self_test(imp: &MacImplementation, vectors: &[MacKat]) -> SelfTestStatus {
+    fn unhex<const N: usize>(s: &str, out: &mut [u8; N]) -> Option<usize> {
+        let n = s.len() / 2;
+        for (i, o) in out.iter_mut().enumerate().take(n) {
+            *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        (n <= N && s.len().is_multiple_of(2)).then_some(n)
+    }
+    for v in vectors {
+        let fail = |failure| SelfTestStatus::Failed {
+            vector: v.source,
+            failure,
+        };
+        let (mut key, mut nonce, mut aad, mut msg, mut tag) = (
+            [0u8; MAC_KEY_SIZE],
+            [0u8; 12],
+            [0u8; 64],
+            [0u8; 64],
+            [0u8; 16],
+        );
+        let lens = (
+            unhex(v.key, &mut key),
+            unhex(v.nonce, &mut nonce),
+            unhex(v.aad, &mut aad),
+            unhex(v.msg, &mut msg),
+            unhex(v.tag, &mut tag),
+        );
+        let (Some(MAC_KEY_SIZE), Some(12), Some(a), Some(m), Some(16)) = lens else {
+            return fail(SelfTestFailure::MalformedVector);
+        };
+        let mac = match (imp.new_key)(&key) {
+            Ok(k) => k,
+            Err(e) => return fail(SelfTestFailure::KeySetup(e)),
+        };
+        if mac.tag_with_nonce(&nonce, &aad[..a], &msg[..m]) != tag {
+            return fail(SelfTestFailure::WrongTag);
+        }
+    }
+    SelfTestStatus::Passed {
+        vectors: vectors.len(),
+    }
+}
+
 impl Registry {
     /// An empty registry refusing [`Properties::REFUSED_BY_FSCRYPT`].
     pub fn new() -> Registry {
@@ -330,6 +433,8 @@ impl Registry {
             entries: Vec::new(),
             refused: Properties::REFUSED_BY_FSCRYPT,
             selected: Default::default(),
+            macs: Vec::new(),
+            selected_mac: OnceLock::new(),
         }
     }
 
@@ -339,6 +444,9 @@ impl Registry {
         let mut r = Registry::new();
         for imp in builtin_implementations() {
             r.register(*imp);
+        }
+        for imp in crate::providers::BUILTIN_MACS {
+            r.register_mac(*imp);
         }
         r
     }
@@ -353,10 +461,20 @@ impl Registry {
         self.selected = Default::default();
     }
 
+    /// Adds a MAC implementation.
+    pub fn register_mac(&mut self, imp: MacImplementation) {
+        self.macs.push(MacEntry {
+            imp,
+            status: OnceLock::new(),
+        });
+        self.selected_mac = OnceLock::new();
+    }
+
     /// Sets the refused-properties mask (default: all three properties).
     pub fn set_refused(&mut self, refused: Properties) {
         self.refused = refused;
         self.selected = Default::default();
+        self.selected_mac = OnceLock::new();
     }
 
     /// The refused-properties mask.
@@ -453,6 +571,106 @@ impl Registry {
         // memory: clear what is left there.
         crate::scrub_stack();
         Ok(PreparedKey::from_parts(alg, imp.name, inner?))
+    }
+
+    fn mac_status<'a>(&self, e: &'a MacEntry) -> &'a SelfTestStatus {
+        e.status.get_or_init(|| {
+            let st = run_mac_self_test(&e.imp, kat::POLYVAL_AES_256_MAC);
+            if let SelfTestStatus::Failed { vector, failure } = &st {
+                log::warn!(
+                    "fscrypt-crypto: MAC implementation {} failed its self-test ({failure}) \
+                     on vector {vector}; it is excluded",
+                    e.imp.name
+                );
+            }
+            st
+        })
+    }
+
+    /// MAC entries, highest priority first.
+    fn mac_candidates(&self) -> Vec<(usize, &MacEntry)> {
+        let mut c: Vec<(usize, &MacEntry)> = self.macs.iter().enumerate().collect();
+        c.sort_by_key(|(_, e)| core::cmp::Reverse(e.imp.priority));
+        c
+    }
+
+    /// The MAC implementation in use: highest priority among those with no
+    /// refused property that pass their self-test (run now if needed).
+    ///
+    /// # Errors
+    /// [`Error::NoMacImplementation`] if none is left.
+    pub fn select_mac(&self) -> Result<&MacImplementation, Error> {
+        let chosen = self.selected_mac.get_or_init(|| {
+            let found = self.mac_candidates().into_iter().find(|(_, e)| {
+                e.imp.properties.intersection(self.refused).is_empty()
+                    && self.mac_status(e).passed()
+            });
+            match found {
+                Some((i, e)) => {
+                    log::debug!("fscrypt-crypto: using {} for the vault MAC", e.imp.name);
+                    Some(i)
+                }
+                None => {
+                    log::warn!("fscrypt-crypto: no usable MAC implementation");
+                    None
+                }
+            }
+        });
+        match chosen.and_then(|i| self.macs.get(i)) {
+            Some(e) => Ok(&e.imp),
+            None => Err(Error::NoMacImplementation),
+        }
+    }
+
+    /// Prepares a MAC key ([`MAC_KEY_SIZE`] bytes) with the selected
+    /// implementation.
+    ///
+    /// # Errors
+    /// [`Error::InvalidKeyLength`], [`Error::NoMacImplementation`], or the
+    /// implementation's own key-setup error.
+    pub fn prepare_mac(&self, key: &[u8]) -> Result<PreparedMac, Error> {
+        if key.len() != MAC_KEY_SIZE {
+            return Err(Error::InvalidKeyLength {
+                algorithm: "POLYVAL-AES-256-MAC",
+                expected: MAC_KEY_SIZE,
+                actual: key.len(),
+            });
+        }
+        let imp = self.select_mac()?;
+        let inner = (imp.new_key)(key);
+        crate::scrub_stack();
+        Ok(PreparedMac::from_parts(imp.name, inner?))
+    }
+
+    /// Every MAC implementation with its self-test result and verdict,
+    /// highest priority first (self-tests run for the report).
+    pub fn mac_report(&self) -> Vec<MacImplementationReport> {
+        let selected = self.select_mac().ok().map(|i| i.name);
+        let mut chosen_seen = false;
+        self.mac_candidates()
+            .into_iter()
+            .map(|(_, e)| {
+                let st = self.mac_status(e).clone();
+                let refused = e.imp.properties.intersection(self.refused);
+                let verdict = if !refused.is_empty() {
+                    Verdict::Refused(refused)
+                } else if !st.passed() {
+                    Verdict::SelfTestFailed
+                } else if !chosen_seen && Some(e.imp.name) == selected {
+                    chosen_seen = true;
+                    Verdict::Selected
+                } else {
+                    Verdict::LowerPriority {
+                        selected: selected.unwrap_or("-"),
+                    }
+                };
+                MacImplementationReport {
+                    implementation: e.imp,
+                    self_test: st,
+                    verdict,
+                }
+            })
+            .collect()
     }
 
     /// Every implementation with its self-test result and selection verdict,

@@ -325,21 +325,37 @@ impl<T: ?Sized> SecretBox<T> {
     }
 }
 
-impl SecretBox<dyn CipherKey> {
-    /// A prepared cipher key in locked memory, as a trait object: what a
-    /// [`crate::registry::KeyConstructor`] returns.
-    pub fn cipher_key<K: CipherKey + 'static>(key: K) -> SecretBox<dyn CipherKey> {
-        let b = SecretBox::new(key);
-        let me = core::mem::ManuallyDrop::new(b);
-        let ptr: *mut dyn CipherKey = me.ptr.as_ptr();
-        // SAFETY: the unsizing cast keeps the address; ownership of the
-        // slot moves from `me` (never dropped) to the new box.
+impl<T> SecretBox<T> {
+    /// The same box as a trait object (or any unsized view of `T`):
+    /// `cast` must be an unsizing cast (`|p| p as *mut dyn Trait`), which
+    /// keeps the address.
+    fn unsize<U: ?Sized>(self, cast: fn(*mut T) -> *mut U) -> SecretBox<U> {
+        let me = core::mem::ManuallyDrop::new(self);
+        let ptr = cast(me.ptr.as_ptr());
+        // SAFETY: `cast` keeps the address (an unsizing cast); ownership of
+        // the slot moves from `me` (never dropped) to the new box.
         let place = unsafe { core::ptr::read(&me.place) };
         SecretBox {
             ptr: NonNull::new(ptr).unwrap_or_else(|| unreachable!("non-null stays non-null")),
             place,
             locked: me.locked,
         }
+    }
+}
+
+impl SecretBox<dyn CipherKey> {
+    /// A prepared cipher key in locked memory, as a trait object: what a
+    /// [`crate::registry::KeyConstructor`] returns.
+    pub fn cipher_key<K: CipherKey + 'static>(key: K) -> SecretBox<dyn CipherKey> {
+        SecretBox::new(key).unsize(|p| p as *mut dyn CipherKey)
+    }
+}
+
+impl SecretBox<dyn crate::mac::MacKey> {
+    /// A keyed MAC in locked memory, as a trait object: what a
+    /// [`crate::registry::MacKeyConstructor`] returns.
+    pub fn mac_key<K: crate::mac::MacKey + 'static>(key: K) -> SecretBox<dyn crate::mac::MacKey> {
+        SecretBox::new(key).unsize(|p| p as *mut dyn crate::mac::MacKey)
     }
 }
 

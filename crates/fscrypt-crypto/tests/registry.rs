@@ -249,3 +249,76 @@ fn concurrent_selection_is_consistent() {
         }
     });
 }
+
+fn tamper_mac(_key: &[u8]) -> Result<SecretBox<dyn fscrypt_crypto::mac::MacKey>, Error> {
+    struct Broken;
+    impl fscrypt_crypto::mac::MacKey for Broken {
+        fn tag_with_nonce(&self, _n: &[u8; 12], _a: &[u8], _m: &[u8]) -> [u8; 16] {
+            [0; 16]
+        }
+    }
+    Ok(SecretBox::mac_key(Broken))
+}
+
+#[test]
+fn the_mac_is_self_tested_and_refused_like_the_ciphers() {
+    use fscrypt_crypto::registry::MacImplementation;
+    let builtins = Registry::with_builtins();
+    let builtin = *builtins
+        .select_mac()
+        .expect("the built-in MAC passes its self-test");
+    // Every embedded vector decodes and is checked.
+    assert_eq!(
+        builtins.mac_report()[0].self_test,
+        SelfTestStatus::Passed { vectors: 3 }
+    );
+    assert_eq!(builtin.name, "polyval-aes-256-mac-rustcrypto");
+
+    // A wrong implementation with a higher priority fails its self-test and
+    // is skipped: the built-in one is used.
+    let mut r = Registry::new();
+    r.register_mac(builtin);
+    r.register_mac(MacImplementation {
+        name: "broken-mac",
+        priority: 10_000,
+        properties: Properties::NONE,
+        new_key: tamper_mac,
+    });
+    assert_eq!(r.select_mac().unwrap().name, builtin.name);
+    let report = r.mac_report();
+    assert_eq!(report[0].implementation.name, "broken-mac");
+    assert!(matches!(
+        report[0].self_test,
+        SelfTestStatus::Failed {
+            failure: SelfTestFailure::WrongTag,
+            ..
+        }
+    ));
+    assert_eq!(report[0].verdict, Verdict::SelfTestFailed);
+    assert_eq!(report[1].verdict, Verdict::Selected);
+
+    // An offload implementation is refused even though it is correct.
+    let mut r = Registry::new();
+    r.register_mac(MacImplementation {
+        properties: Properties::OFFLOAD,
+        ..builtin
+    });
+    assert!(matches!(r.select_mac(), Err(Error::NoMacImplementation)));
+    assert!(matches!(
+        r.prepare_mac(&[0; 48]),
+        Err(Error::NoMacImplementation)
+    ));
+
+    // Prepared through the default registry, it gives the tags of the
+    // module (RFC 8452-checked) and refuses other key sizes.
+    let mac = fscrypt_crypto::mac::PreparedMac::new(&[7; 48]).unwrap();
+    let direct = fscrypt_crypto::mac::PolyvalAes256Mac::new(&[7; 48]).unwrap();
+    assert_eq!(mac.tag(b"aad", b"msg"), direct.tag(b"aad", b"msg"));
+    assert!(mac.verify(b"aad", b"msg", &direct.tag(b"aad", b"msg")[..15]));
+    assert!(!mac.verify(b"aad", b"msg!", &direct.tag(b"aad", b"msg")[..15]));
+    assert!(!mac.verify(b"aad", b"msg", &[]));
+    assert!(matches!(
+        fscrypt_crypto::mac::PreparedMac::new(&[7; 32]),
+        Err(Error::InvalidKeyLength { .. })
+    ));
+}

@@ -1,72 +1,17 @@
 //! Which processes keep a mount busy: their open files, working directory
-//! or root below the mount point, found through `/proc/*/{fd,cwd,root}`.
+//! or root below the mount point, found by `fscrypt-linux`'s `/proc` scan
+//! ([`fscrypt_linux::holders`]), and the message that names them.
 //! Processes this user may not inspect are counted, not named.
 
 use std::path::Path;
 
-/// A process using something below a mount point.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
-    /// Its process id.
-    pub pid: u32,
-    /// Its command name (`/proc/PID/comm`).
-    pub command: String,
-    /// How it uses the mount: "open file", "working directory", "root".
-    pub how: &'static str,
-}
+pub use fscrypt_linux::holders::Holder;
 
 /// The processes (other than this one) with an open file, working
 /// directory or root at or below `mountpoint`, and how many processes
-/// could not be inspected.
+/// could not be inspected ([`fscrypt_linux::holders::holders_below`]).
 pub fn holders(mountpoint: &Path) -> (Vec<Holder>, usize) {
-    let me = std::process::id();
-    let mut found = Vec::new();
-    let mut hidden = 0;
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return (found, 0);
-    };
-    let below = |p: &Path| p.starts_with(mountpoint);
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let dir = entry.path();
-        let how = match std::fs::read_link(dir.join("cwd")) {
-            Err(_) => {
-                if dir.exists() {
-                    hidden += 1;
-                }
-                continue;
-            }
-            Ok(cwd) if below(&cwd) => Some("working directory"),
-            Ok(_) => match std::fs::read_link(dir.join("root")) {
-                Ok(root) if below(&root) && root != Path::new("/") => Some("root"),
-                _ => None,
-            },
-        };
-        let how = how.or_else(|| {
-            let fds = std::fs::read_dir(dir.join("fd")).ok()?;
-            fds.flatten()
-                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-                .any(|target| below(&target))
-                .then_some("open file")
-        });
-        if let Some(how) = how {
-            let command = std::fs::read_to_string(dir.join("comm"))
-                .map(|c| c.trim().to_owned())
-                .unwrap_or_else(|_| "?".into());
-            found.push(Holder { pid, command, how });
-        }
-    }
-    found.sort_by_key(|h| h.pid);
-    (found, hidden)
+    fscrypt_linux::holders::holders_below(mountpoint)
 }
 
 /// One line naming the processes that keep `mountpoint` busy.

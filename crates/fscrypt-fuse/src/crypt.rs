@@ -6,10 +6,9 @@
 
 use std::sync::Arc;
 
-use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyV2};
+use fscrypt::{Context, ContextV2, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyV2};
 
 use crate::error::{Corruption, Error, Result};
-use crate::layout::CONTEXT_SIZE;
 
 /// Filesystem block size we present to the format layer. A v2 policy with
 /// `log2_data_unit_size == 0` uses this as its data unit size (spec §3.3).
@@ -75,22 +74,26 @@ impl Keys {
     ///
     /// # Errors
     /// [`Error::Io`] if the system random generator fails.
-    pub fn new_context(&self) -> Result<[u8; CONTEXT_SIZE]> {
+    pub fn new_context(&self) -> Result<ContextV2> {
         let mut nonce = [0u8; 16];
         random(&mut nonce)?;
-        Ok(context_bytes(&self.policy, nonce))
+        Ok(ContextV2 {
+            policy: self.policy,
+            nonce,
+        })
     }
 
-    /// Checks that stored context bytes parse and carry the vault's policy
-    /// (the kernel refuses children whose policy differs, spec §3.2).
+    /// Checks that a stored context (parsed where it was read, see
+    /// [`crate::layout::parse_context`]) carries the vault's policy (the
+    /// kernel refuses children whose policy differs, spec §3.2).
     ///
     /// # Errors
     /// [`Corruption::BadContext`].
-    pub fn check_context(&self, ctx: &[u8; CONTEXT_SIZE]) -> Result<Context> {
-        let c = Context::parse(ctx).map_err(|_| Error::Corrupt(Corruption::BadContext))?;
-        match c {
-            Context::V2(v2) if v2.policy == self.policy => Ok(c),
-            _ => Err(Error::Corrupt(Corruption::BadContext)),
+    pub fn check_context(&self, ctx: &ContextV2) -> Result<Context> {
+        if ctx.policy == self.policy {
+            Ok(Context::V2(*ctx))
+        } else {
+            Err(Error::Corrupt(Corruption::BadContext))
         }
     }
 
@@ -99,12 +102,7 @@ impl Keys {
     /// # Errors
     /// [`Error::NoKey`] on a locked mount; [`Corruption::BadContext`] if the
     /// context is not the vault's; [`Error::Format`] if key derivation fails.
-    pub fn node_crypt(
-        &self,
-        ctx: &[u8; CONTEXT_SIZE],
-        kind: NodeKind,
-        ino: u64,
-    ) -> Result<NodeCrypt> {
+    pub fn node_crypt(&self, ctx: &ContextV2, kind: NodeKind, ino: u64) -> Result<NodeCrypt> {
         let master = self.master.as_ref().ok_or(Error::NoKey)?;
         let c = self.check_context(ctx)?;
         let params = InodeParams {
@@ -127,11 +125,6 @@ impl Keys {
             u => 1u64 << u,
         }
     }
-}
-
-/// The 40 context bytes of `policy` with `nonce`.
-pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
-    fscrypt_vault::root::context_bytes(policy, nonce)
 }
 
 /// Fills `buf` from the system random generator.

@@ -84,6 +84,17 @@ pub enum Error {
     /// The operation is not supported by this filesystem (EOPNOTSUPP).
     #[error("operation not supported")]
     NotSupported,
+    /// The offline ext4 reader refused part of an image (the image back-end,
+    /// [`crate::image::ImageFs`]): its message names objects by inode
+    /// number only. The errno follows the cause ([`Error::errno`]):
+    /// ENOENT, ENOTDIR, ENOKEY, EOPNOTSUPP for what the reader does not
+    /// handle yet, EIO for a corrupt image.
+    #[error("image: {0}")]
+    Image(#[from] fscrypt_ext4::image::ImageError),
+    /// The back-end does not implement this request (ENOSYS: the kernel
+    /// stops sending it, or falls back).
+    #[error("request not implemented by this filesystem")]
+    NotImplemented,
     /// The backing directory already has a root context (EEXIST).
     #[error("the backing directory already holds an fscrypt-rs root ({0})")]
     AlreadyInitialized(std::path::PathBuf),
@@ -127,6 +138,26 @@ fn format_errno(e: &fscrypt::Error) -> i32 {
 }
 
 /// Whether a format-layer error means damaged stored bytes (kernel EUCLEAN).
+fn image_errno(e: &fscrypt_ext4::image::ImageError) -> i32 {
+    use fscrypt_ext4::Ext4Error;
+    use fscrypt_ext4::image::ImageError;
+    match e {
+        ImageError::NotFound(_) => libc::ENOENT,
+        ImageError::NotADirectory(_) => libc::ENOTDIR,
+        ImageError::NoKey { .. } => libc::ENOKEY,
+        ImageError::Unsupported { .. } | ImageError::Ext4(Ext4Error::Unsupported { .. }) => {
+            libc::EOPNOTSUPP
+        }
+        _ => libc::EIO,
+    }
+}
+
+impl From<fscrypt_ext4::Ext4Error> for Error {
+    fn from(e: fscrypt_ext4::Ext4Error) -> Error {
+        Error::Image(e.into())
+    }
+}
+
 fn format_is_corruption(e: &fscrypt::Error) -> bool {
     use fscrypt::NameError;
     matches!(
@@ -170,6 +201,8 @@ impl Error {
             Error::ReadOnly => libc::EROFS,
             Error::InvalidArgument => libc::EINVAL,
             Error::NotSupported => libc::EOPNOTSUPP,
+            Error::NotImplemented => libc::ENOSYS,
+            Error::Image(e) => image_errno(e),
             Error::AlreadyInitialized(_) => libc::EEXIST,
             Error::Mount(_) => libc::EIO,
         }

@@ -21,10 +21,11 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::fs::{Caller, EncryptedFs, SetAttr, SetTime};
+use crate::backend::Backend;
+use crate::fs::{Caller, SetAttr, SetTime};
 use crate::handles::FileHandle;
 use crate::inodes::InodeNo;
-use crate::ops::{MAX_REQUEST, Ops, Reply, TTL, Xattr, ftype};
+use crate::ops::{MAX_REQUEST, Ops, Reply, Xattr};
 use crate::ring::Ring;
 use crate::stats::{Op, RequestStats};
 
@@ -32,18 +33,18 @@ thread_local! {
     static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The FUSE adapter.
+/// The FUSE adapter of back-end `B`.
 #[derive(Debug)]
-pub struct FuseAdapter {
-    ops: Arc<Ops>,
+pub struct FuseAdapter<B> {
+    ops: Arc<Ops<B>>,
     /// FUSE over io_uring, started at INIT if the kernel offers it.
     ring: Arc<Ring>,
 }
 
-impl FuseAdapter {
+impl<B: Backend> FuseAdapter<B> {
     /// Wraps a filesystem; `ring` says whether and how FUSE over io_uring
     /// may serve it.
-    pub(crate) fn new(fs: EncryptedFs, ring: Arc<Ring>) -> FuseAdapter {
+    pub(crate) fn new(fs: B, ring: Arc<Ring>) -> FuseAdapter<B> {
         FuseAdapter {
             ops: Arc::new(Ops::new(fs, Arc::new(RequestStats::new()))),
             ring,
@@ -79,16 +80,16 @@ fn settime(t: Option<TimeOrNow>) -> Option<SetTime> {
     })
 }
 
-fn entry(reply: ReplyEntry, r: Reply<FileAttr>) {
+fn entry<B: Backend>(reply: ReplyEntry, r: Reply<FileAttr>) {
     match r {
-        Ok(a) => reply.entry(&TTL, &a, Generation(0)),
+        Ok(a) => reply.entry(&B::TTL, &a, Generation(0)),
         Err(e) => reply.error(e),
     }
 }
 
-fn attr(reply: ReplyAttr, r: Reply<FileAttr>) {
+fn attr<B: Backend>(reply: ReplyAttr, r: Reply<FileAttr>) {
     match r {
-        Ok(a) => reply.attr(&TTL, &a),
+        Ok(a) => reply.attr(&B::TTL, &a),
         Err(e) => reply.error(e),
     }
 }
@@ -115,20 +116,26 @@ fn xattr(reply: ReplyXattr, r: Reply<Xattr>) {
     }
 }
 
-impl fuser::Filesystem for FuseAdapter {
+impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         self.ops.stats().count(Op::Init);
-        // Large writes: the kernel caps this at its max_pages (1 MiB by default).
-        let _ = config.set_max_write(MAX_REQUEST);
         let _ = config.set_max_readahead(MAX_REQUEST);
-        // We clear setuid/setgid ourselves (write flag, truncate, backing
-        // chown), so the kernel need not ask for security.capability before
-        // every write (one round trip less per write).
-        self.ops.set_killpriv(
-            config
-                .add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2)
-                .is_ok(),
-        );
+        // Large writes (the kernel's max_pages, 1 MiB by default, caps a
+        // request anyway). Read-only back-ends too: the kernel sizes every
+        // io_uring payload buffer for max_write (fs/fuse/dev_uring.c), and
+        // fuser's default (16 MiB) would refuse the ring's 1 MiB buffers.
+        let _ = config.set_max_write(MAX_REQUEST);
+        if !B::READ_ONLY {
+            // We clear setuid/setgid ourselves (write flag, truncate,
+            // backing chown), so the kernel need not ask for
+            // security.capability before every write (one round trip less
+            // per write).
+            self.ops.set_killpriv(
+                config
+                    .add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+                    .is_ok(),
+            );
+        }
         // Directory operations on different names may run in parallel.
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
         // No FUSE_WRITEBACK_CACHE. With it, a write() returns once the page
@@ -150,7 +157,7 @@ impl fuser::Filesystem for FuseAdapter {
         // S_NOSEC, set up by FUSE_HANDLE_KILLPRIV_V2 above, until the next
         // attribute refresh) is answered without backing I/O (fs/xattr.rs);
         // ENOSYS would stop it but also every user.* xattr. Write-only
-        // handles avoid it altogether (`ops::open_flags`).
+        // handles avoid it altogether (`fs::engine::open_flags`).
         //
         // readdirplus for every batch of a listing: it answers the lookups
         // of its entries, so that `ls -l`, `du` and `rm -rf` need no LOOKUP
@@ -162,7 +169,11 @@ impl fuser::Filesystem for FuseAdapter {
         // stat per entry for plain `ls`/`find` too, as in gocryptfs
         // (bench/RESULTS.md: 10,000 entries cold, `du -s` 0.26 -> 0.10 s,
         // `ls -f` 0.02 -> 0.07 s).
-        let _ = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS);
+        //
+        // Only for a back-end that serves READDIRPLUS (the vault).
+        if B::READDIRPLUS {
+            let _ = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS);
+        }
         // FUSE over io_uring when the kernel offers it (Linux 6.14+, and
         // only once root enabled it: /sys/module/fuse/parameters/
         // enable_uring) and the mount allows it (`crate::ring`).
@@ -177,7 +188,7 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entry(reply, self.ops.lookup(ino(parent), name));
+        entry::<B>(reply, self.ops.lookup(ino(parent), name));
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
@@ -195,7 +206,7 @@ impl fuser::Filesystem for FuseAdapter {
         _fh: Option<fuser::FileHandle>,
         reply: ReplyAttr,
     ) {
-        attr(reply, self.ops.getattr(ino(i)));
+        attr::<B>(reply, self.ops.getattr(ino(i)));
     }
 
     fn setattr(
@@ -224,7 +235,7 @@ impl fuser::Filesystem for FuseAdapter {
             atime: settime(atime),
             mtime: settime(mtime),
         };
-        attr(reply, self.ops.setattr(req.uid(), ino(i), a));
+        attr::<B>(reply, self.ops.setattr(req.uid(), ino(i), a));
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
@@ -245,7 +256,7 @@ impl fuser::Filesystem for FuseAdapter {
         reply: ReplyEntry,
     ) {
         let r = self.ops.mknod(ino(parent), name, mode, rdev, caller(req));
-        entry(reply, r);
+        entry::<B>(reply, r);
     }
 
     fn mkdir(
@@ -257,7 +268,7 @@ impl fuser::Filesystem for FuseAdapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        entry(reply, self.ops.mkdir(ino(parent), name, mode, caller(req)));
+        entry::<B>(reply, self.ops.mkdir(ino(parent), name, mode, caller(req)));
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -280,7 +291,7 @@ impl fuser::Filesystem for FuseAdapter {
         let r = self
             .ops
             .symlink(ino(parent), link_name, target, caller(req));
-        entry(reply, r);
+        entry::<B>(reply, r);
     }
 
     fn rename(
@@ -307,7 +318,7 @@ impl fuser::Filesystem for FuseAdapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        entry(reply, self.ops.link(ino(i), ino(newparent), newname));
+        entry::<B>(reply, self.ops.link(ino(i), ino(newparent), newname));
     }
 
     fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -389,8 +400,7 @@ impl fuser::Filesystem for FuseAdapter {
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let r = self.ops.opendir(ino(i)).map(|h| (h, FopenFlags::empty()));
-        opened(reply, r);
+        opened(reply, self.ops.opendir(ino(i)));
     }
 
     fn readdir(
@@ -402,7 +412,7 @@ impl fuser::Filesystem for FuseAdapter {
         mut reply: ReplyDirectory,
     ) {
         let r = self.ops.readdir(fh(h), offset, |ino, off, kind, name| {
-            reply.add(INodeNo(ino), off, ftype(kind), name)
+            reply.add(INodeNo(ino), off, kind, name)
         });
         match r {
             Ok(()) => reply.ok(),
@@ -420,7 +430,7 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         // fuser writes `attr.ino` as both the entry's node id and its d_ino.
         let r = self.ops.readdirplus(fh(h), offset, |off, name, attr| {
-            reply.add(attr.ino, off, name, &TTL, attr, Generation(0))
+            reply.add(attr.ino, off, name, &B::TTL, attr, Generation(0))
         });
         match r {
             Ok(()) => reply.ok(),
@@ -472,12 +482,12 @@ impl fuser::Filesystem for FuseAdapter {
         empty(reply, self.ops.setxattr(ino(i), name, value, flags));
     }
 
-    fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        xattr(reply, self.ops.getxattr(ino(i), name, size));
+    fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        xattr(reply, self.ops.getxattr(req.uid(), ino(i), name, size));
     }
 
-    fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
-        xattr(reply, self.ops.listxattr(ino(i), size));
+    fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        xattr(reply, self.ops.listxattr(req.uid(), ino(i), size));
     }
 
     fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -500,7 +510,7 @@ impl fuser::Filesystem for FuseAdapter {
     ) {
         match self.ops.create(ino(parent), name, mode, flags, caller(req)) {
             Ok((a, h, open)) => {
-                reply.created(&TTL, &a, Generation(0), fuser::FileHandle(h.0), open)
+                reply.created(&B::TTL, &a, Generation(0), fuser::FileHandle(h.0), open)
             }
             Err(e) => reply.error(e),
         }

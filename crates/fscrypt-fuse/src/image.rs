@@ -1,6 +1,6 @@
 //! `fscrypt-rs image mount`: a read-only FUSE view of a whole
 //! kernel-encrypted ext4 image or block device (issue 14), over the offline
-//! reader [`fscrypt_linux::image`]. The image is opened read-only and never
+//! reader [`fscrypt_ext4::image`]. The image is opened read-only and never
 //! written; every request that would write fails with EROFS.
 //!
 //! Objects are shown as the kernel shows them: names decrypted where the
@@ -24,20 +24,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use fscrypt_linux::ext4::{Ext4, Extent, InodeKind};
-use fscrypt_linux::image::{Crypt, Entry, Image, ImageError, Node, ROOT_INO};
-use fuser::{
-    Errno, FileAttr, FileType, FopenFlags, Generation, INodeNo, KernelConfig, OpenFlags, ReplyAttr,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request,
-};
+use fscrypt_ext4::image::file::FileData;
+use fscrypt_ext4::image::{Crypt, Entry, Image, Node, ROOT_INO};
+use fscrypt_ext4::{Ext4, InodeKind};
+use fuser::{FileAttr, FileType, FopenFlags, INodeNo};
 
+use crate::backend::Backend;
+use crate::error::WrongType;
+use crate::fs::FsStats;
+use crate::handles::FileHandle;
+use crate::inodes::InodeNo;
+use crate::mount::session::{self, Options};
 use crate::{Error, Result};
-
-/// How long the kernel may cache attributes and names: the image does not
-/// change under the mount (it is read-only and, for the mount's lifetime,
-/// assumed not written by anyone else).
-const TTL: Duration = Duration::from_secs(60);
 
 /// Inodes kept decoded (with their keys) between requests.
 const NODE_CACHE: usize = 4096;
@@ -56,6 +54,9 @@ pub struct ImageMountConfig {
     pub allow_other: bool,
     /// Source name shown in /proc/mounts.
     pub fs_name: String,
+    /// Serve through FUSE over io_uring when the kernel offers it (as
+    /// [`crate::MountConfig::io_uring`]).
+    pub io_uring: bool,
 }
 
 /// An inode as served: the reader's node, its attributes and, for a
@@ -78,7 +79,7 @@ struct Dir {
 /// An open file or directory.
 #[derive(Debug)]
 enum Handle {
-    File { obj: Arc<Obj>, extents: Vec<Extent> },
+    File { obj: Arc<Obj>, file: Arc<FileData> },
     Dir { ino: u32, dir: Arc<Dir> },
 }
 
@@ -105,35 +106,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Extended attributes: (full name, value).
 type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A failed request: its errno and what to log.
-struct Fail(i32, String);
-
-impl From<ImageError> for Fail {
-    fn from(e: ImageError) -> Fail {
-        let errno = match &e {
-            ImageError::NotFound(_) => libc::ENOENT,
-            ImageError::NotADirectory(_) => libc::ENOTDIR,
-            ImageError::NoKey { .. } => libc::ENOKEY,
-            ImageError::Unsupported { .. } => libc::EOPNOTSUPP,
-            ImageError::Ext4(fscrypt_linux::ext4::Ext4Error::Unsupported { .. }) => {
-                libc::EOPNOTSUPP
-            }
-            _ => libc::EIO,
-        };
-        Fail(errno, e.to_string())
-    }
-}
-
-impl From<fscrypt_linux::ext4::Ext4Error> for Fail {
-    fn from(e: fscrypt_linux::ext4::Ext4Error) -> Fail {
-        Fail::from(ImageError::from(e))
-    }
-}
-
-fn quiet(errno: i32) -> Fail {
-    Fail(errno, String::new())
-}
-
 /// FUSE node id of ext4 inode `ino`: 2 and 1 swap places.
 fn node_id(ino: u32) -> INodeNo {
     INodeNo(match ino {
@@ -144,12 +116,17 @@ fn node_id(ino: u32) -> INodeNo {
 }
 
 /// The ext4 inode of FUSE node `n`.
-fn ext4_ino(n: INodeNo) -> std::result::Result<u32, Fail> {
+fn ext4_ino(n: INodeNo) -> Result<u32> {
     match n.0 {
         1 => Ok(ROOT_INO),
         2 => Ok(1),
-        i => u32::try_from(i).map_err(|_| quiet(libc::ENOENT)),
+        i => u32::try_from(i).map_err(|_| Error::NotFound),
     }
+}
+
+/// The ext4 inode of node `i`.
+fn ext(i: InodeNo) -> Result<u32> {
+    ext4_ino(INodeNo(i.0))
 }
 
 fn file_type(mode: u16) -> FileType {
@@ -251,7 +228,7 @@ impl ImageFs {
         }
     }
 
-    fn make_obj(&self, img: &Image, node: Node) -> std::result::Result<Arc<Obj>, Fail> {
+    fn make_obj(&self, img: &Image, node: Node) -> Result<Arc<Obj>> {
         let shown = format!("inode {}", node.ino());
         let target = if node.kind() == InodeKind::Symlink {
             Some(img.read_link(&node, &shown)?)
@@ -272,7 +249,7 @@ impl ImageFs {
 
     /// Inode `ino`, from the cache or read (without the checks of a
     /// lookup: only inodes the kernel got from a lookup are asked for).
-    fn obj(&self, ino: u32) -> std::result::Result<Arc<Obj>, Fail> {
+    fn obj(&self, ino: u32) -> Result<Arc<Obj>> {
         if let Some(o) = lock(&self.nodes).get(&ino) {
             return Ok(o.clone());
         }
@@ -289,17 +266,17 @@ impl ImageFs {
         Ok(obj)
     }
 
-    fn listing(&self, dir: &Obj) -> std::result::Result<Arc<Dir>, Fail> {
+    fn listing(&self, dir: &Obj) -> Result<Arc<Dir>> {
         let ino = dir.node.ino();
         if let Some(l) = lock(&self.dirs).get(&ino) {
             return Ok(l.clone());
         }
         if dir.node.kind() != InodeKind::Directory {
-            return Err(quiet(libc::ENOTDIR));
+            return Err(Error::WrongType(WrongType::NotDir));
         }
         let mut listing = lock(&self.img).list(&dir.node, &format!("inode {ino}"))?;
         // The kernel fails a whole readdir with EIO for one name with '/'.
-        let safe = |e: &Entry| fscrypt_linux::image::safe_name(&e.name);
+        let safe = |e: &Entry| fscrypt_ext4::image::safe_name(&e.name);
         if let Some(bad) = listing.entries.iter().find(|e| !safe(e)).map(|e| e.ino) {
             let n = listing.entries.len();
             listing.entries.retain(safe);
@@ -333,10 +310,10 @@ impl ImageFs {
         Ok(entries)
     }
 
-    fn lookup_inner(&self, parent: u32, name: &[u8]) -> std::result::Result<Arc<Obj>, Fail> {
+    fn lookup_inner(&self, parent: u32, name: &[u8]) -> Result<Arc<Obj>> {
         let dir = self.obj(parent)?;
         if name.len() > 255 {
-            return Err(quiet(libc::ENAMETOOLONG));
+            return Err(Error::NameTooLong);
         }
         let listing = self.listing(&dir)?;
         // Names as presented (plaintext, no-key name, or as stored) are
@@ -346,7 +323,7 @@ impl ImageFs {
             .get(name)
             .and_then(|&i| listing.entries.get(i))
         else {
-            return Err(quiet(libc::ENOENT));
+            return Err(Error::NotFound);
         };
         if let Some(o) = lock(&self.nodes).get(&entry.ino) {
             return Ok(o.clone());
@@ -368,87 +345,58 @@ impl ImageFs {
     }
 
     /// Read `[offset, offset + size)` of the file (clamped to its size)
-    /// into `buf`; returns the range of `buf` holding it.
+    /// into `buf` through the reader's one read path; returns the range of
+    /// `buf` holding it.
     fn read_inner(
         &self,
         obj: &Obj,
-        extents: &[Extent],
+        file: &FileData,
         offset: u64,
         size: u32,
         buf: &mut Vec<u8>,
-    ) -> std::result::Result<std::ops::Range<usize>, Fail> {
-        let file_size = obj.node.inode.size;
-        if offset >= file_size || size == 0 {
-            return Ok(0..0);
+    ) -> Result<std::ops::Range<usize>> {
+        let len = u64::from(size)
+            .min(MAX_READ as u64)
+            .min(file.size().saturating_sub(offset)) as usize;
+        // Grown if needed, never shrunk or moved: the io_uring transport
+        // hands in an entry's payload buffer ([`Backend::read`]).
+        if buf.len() < len {
+            buf.resize(len, 0);
         }
-        let end = offset
-            .saturating_add(u64::from(size).min(MAX_READ as u64))
-            .min(file_size);
-        let bs = u64::from(self.block_size);
-        let first = offset / bs;
-        let last = (end - 1) / bs;
-        let nblocks = last - first + 1;
-        let len = usize::try_from(nblocks * bs).map_err(|_| quiet(libc::EIO))?;
-        buf.clear();
-        buf.resize(len, 0);
-        let crypt = obj.node.crypt.inode_crypt();
-        let mut lblk = first;
-        while lblk <= last {
-            let at = ((lblk - first) * bs) as usize;
-            // The first extent ending after lblk.
-            let i = extents.partition_point(|e| e.logical + u64::from(e.len) <= lblk);
-            let run = match extents.get(i) {
-                Some(e) if e.logical <= lblk => {
-                    let n = (e.logical + u64::from(e.len)).min(last + 1) - lblk;
-                    (n, (!e.unwritten).then(|| e.physical + (lblk - e.logical)))
-                }
-                Some(e) => (e.logical.min(last + 1) - lblk, None),
-                None => (last + 1 - lblk, None),
-            };
-            let (n, physical) = run;
-            let piece = &mut buf[at..at + (n * bs) as usize];
-            if let Some(p) = physical {
-                self.data.read_blocks(p, piece)?;
-                if let Some(c) = crypt {
-                    let upb = bs / c.data_unit_size() as u64;
-                    c.decrypt_data_units(lblk * upb, piece).map_err(|e| {
-                        Fail(libc::EIO, format!("inode {}: decrypt: {e}", obj.node.ino()))
-                    })?;
-                }
-            }
-            // Holes were zeroed by the resize.
-            lblk += n;
-        }
-        let start = (offset - first * bs) as usize;
-        Ok(start..start + (end - offset) as usize)
+        let n = file.read_at(&self.data, &obj.node, offset, &mut buf[..len])?;
+        Ok(0..n)
     }
 
-    fn open_inner(&self, ino: u32, flags: i32) -> std::result::Result<u64, Fail> {
+    fn open_inner(&self, ino: u32, flags: i32) -> Result<u64> {
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
-            return Err(quiet(libc::EROFS));
+            return Err(Error::ReadOnly);
         }
         let obj = self.obj(ino)?;
         if obj.node.kind() != InodeKind::Regular {
-            return Err(quiet(libc::EINVAL));
+            return Err(Error::WrongType(WrongType::Other));
         }
         // The kernel refuses to open a locked regular file (ENOKEY).
         if let Crypt::Locked { .. } = obj.node.crypt {
-            return Err(quiet(libc::ENOKEY));
+            return Err(Error::NoKey);
         }
-        let extents = self.data.extents(&obj.node.inode)?;
+        let file = Arc::new(FileData::open(
+            &self.data,
+            &obj.node,
+            &format!("inode {ino}"),
+        )?);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(fh, Handle::File { obj, extents });
+        lock(&self.handles).insert(fh, Handle::File { obj, file });
         Ok(fh)
     }
 
     /// The readable extended attributes of `node` (name, value): `user.`,
     /// `security.` and, for root, `trusted.`, read by the offline reader
-    /// ([`fscrypt_linux::image::xattrs::vfs_xattrs`]: in-inode area, xattr
+    /// ([`fscrypt_ext4::image::xattrs::vfs_xattrs`]: in-inode area, xattr
     /// block, EA inodes; the encryption context is never among them).
     /// `system.` ones (POSIX ACLs, which this mount does not enforce) are
     /// not served.
-    fn xattrs(&self, node: &Node, root: bool) -> std::result::Result<Xattrs, Fail> {
-        let (all, _unshowable) = fscrypt_linux::image::xattrs::vfs_xattrs(&self.data, &node.inode)?;
+    fn xattrs(&self, node: &Node, root: bool) -> Result<Xattrs> {
+        let (all, _unshowable) = fscrypt_ext4::image::xattrs::vfs_xattrs(&self.data, &node.inode)?;
         Ok(all
             .into_iter()
             .filter(|(n, _)| {
@@ -458,153 +406,76 @@ impl ImageFs {
             })
             .collect())
     }
-
-    fn fail(op: &'static str, ino: u64, f: Fail) -> Errno {
-        if !f.1.is_empty() {
-            log::warn!(
-                "fscrypt-fuse: image: {op} on node {ino}: {} (errno {})",
-                f.1,
-                f.0
-            );
-        }
-        Errno::from_i32(f.0)
-    }
 }
 
-fn xattr_reply(reply: ReplyXattr, size: u32, v: &[u8]) {
-    if size == 0 {
-        reply.size(v.len() as u32);
-    } else if v.len() > size as usize {
-        reply.error(Errno::from_i32(libc::ERANGE));
-    } else {
-        reply.data(v);
-    }
-}
+impl Backend for ImageFs {
+    /// The image does not change under the mount (it is read-only and,
+    /// for the mount's lifetime, assumed not written by anyone else).
+    const TTL: Duration = Duration::from_secs(60);
+    const READ_ONLY: bool = true;
 
-impl fuser::Filesystem for ImageFs {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let _ = config.set_max_readahead(MAX_READ as u32);
-        let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
-        Ok(())
+    fn lookup(&self, parent: InodeNo, name: &OsStr) -> Result<FileAttr> {
+        let o = self.lookup_inner(ext(parent)?, name.as_bytes())?;
+        Ok(o.attr)
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match ext4_ino(parent).and_then(|p| self.lookup_inner(p, name.as_bytes())) {
-            Ok(o) => reply.entry(&TTL, &o.attr, Generation(0)),
-            Err(f) => reply.error(Self::fail("lookup", parent.0, f)),
-        }
+    fn getattr(&self, i: InodeNo) -> Result<FileAttr> {
+        Ok(self.obj(ext(i)?)?.attr)
     }
 
-    fn getattr(
-        &self,
-        _req: &Request,
-        i: INodeNo,
-        _fh: Option<fuser::FileHandle>,
-        reply: ReplyAttr,
-    ) {
-        match ext4_ino(i).and_then(|i| self.obj(i)) {
-            Ok(o) => reply.attr(&TTL, &o.attr),
-            Err(f) => reply.error(Self::fail("getattr", i.0, f)),
-        }
+    fn readlink(&self, i: InodeNo) -> Result<Vec<u8>> {
+        let o = self.obj(ext(i)?)?;
+        o.target.clone().ok_or(Error::WrongType(WrongType::Other))
     }
 
-    fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
-        match ext4_ino(i).and_then(|i| self.obj(i)) {
-            Ok(o) => match &o.target {
-                Some(t) => reply.data(t),
-                None => reply.error(Errno::from_i32(libc::EINVAL)),
-            },
-            Err(f) => reply.error(Self::fail("readlink", i.0, f)),
-        }
-    }
-
-    fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match ext4_ino(i).and_then(|ino| self.open_inner(ino, flags.0)) {
-            // The image does not change: the kernel may keep its pages.
-            Ok(fh) => reply.opened(fuser::FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE),
-            Err(f) => reply.error(Self::fail("open", i.0, f)),
-        }
+    fn open(&self, i: InodeNo, flags: i32) -> Result<(FileHandle, FopenFlags)> {
+        let fh = self.open_inner(ext(i)?, flags)?;
+        // The image does not change: the kernel may keep its pages.
+        Ok((FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE))
     }
 
     fn read(
         &self,
-        _req: &Request,
-        i: INodeNo,
-        h: fuser::FileHandle,
+        h: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
-        reply: ReplyData,
-    ) {
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
+        buf: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>> {
         let file = match lock(&self.handles).get(&h.0) {
-            Some(Handle::File { obj, extents }) => Some((obj.clone(), extents.clone())),
+            Some(Handle::File { obj, file }) => Some((obj.clone(), file.clone())),
             _ => None,
         };
-        let Some((obj, extents)) = file else {
-            reply.error(Errno::from_i32(libc::EBADF));
-            return;
-        };
-        BUF.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            match self.read_inner(&obj, &extents, offset, size, &mut buf) {
-                Ok(r) => reply.data(&buf[r]),
-                Err(f) => reply.error(Self::fail("read", i.0, f)),
-            }
-        });
+        let (obj, file) = file.ok_or(Error::BadHandle)?;
+        self.read_inner(&obj, &file, offset, size, buf)
     }
 
-    fn release(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        h: fuser::FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
+    fn release(&self, h: FileHandle) -> Result<()> {
         lock(&self.handles).remove(&h.0);
-        reply.ok();
+        Ok(())
     }
 
-    fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let r = ext4_ino(i).and_then(|ino| {
-            let dir = self.obj(ino)?;
-            let dir = self.listing(&dir)?;
-            let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-            lock(&self.handles).insert(fh, Handle::Dir { ino, dir });
-            Ok(fh)
-        });
-        match r {
-            // The listing never changes: the kernel may cache it.
-            Ok(fh) => reply.opened(
-                fuser::FileHandle(fh),
-                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
-            ),
-            Err(f) => reply.error(Self::fail("opendir", i.0, f)),
-        }
+    fn opendir(&self, i: InodeNo) -> Result<(FileHandle, FopenFlags)> {
+        let ino = ext(i)?;
+        let dir = self.obj(ino)?;
+        let dir = self.listing(&dir)?;
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Handle::Dir { ino, dir });
+        // The listing never changes: the kernel may cache it.
+        Ok((
+            FileHandle(fh),
+            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+        ))
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        h: fuser::FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
+    fn readdir<F>(&self, h: FileHandle, offset: u64, mut add: F) -> Result<()>
+    where
+        F: FnMut(u64, u64, FileType, &OsStr) -> bool,
+    {
         let dir = match lock(&self.handles).get(&h.0) {
             Some(Handle::Dir { ino, dir }) => Some((*ino, dir.clone())),
             _ => None,
         };
-        let Some((ino, dir)) = dir else {
-            reply.error(Errno::from_i32(libc::EBADF));
-            return;
-        };
+        let (ino, dir) = dir.ok_or(Error::BadHandle)?;
         let parent = lock(&self.parents).get(&ino).copied().unwrap_or(ino);
         // Offsets: 1 after ".", 2 after "..", 3 + i after entry i.
         let mut next = offset;
@@ -614,17 +485,21 @@ impl fuser::Filesystem for ImageFs {
             } else {
                 ("..", parent)
             };
-            if reply.add(node_id(of), next + 1, FileType::Directory, name) {
-                reply.ok();
-                return;
+            if add(
+                node_id(of).0,
+                next + 1,
+                FileType::Directory,
+                OsStr::new(name),
+            ) {
+                return Ok(());
             }
             next += 1;
         }
         let skip = usize::try_from(next - 2).unwrap_or(usize::MAX);
         for (k, e) in dir.entries.iter().enumerate().skip(skip) {
             let off = k as u64 + 3;
-            if reply.add(
-                node_id(e.ino),
+            if add(
+                node_id(e.ino).0,
                 off,
                 dirent_type(e.file_type),
                 OsStr::from_bytes(&e.name),
@@ -632,248 +507,54 @@ impl fuser::Filesystem for ImageFs {
                 break;
             }
         }
-        reply.ok();
+        Ok(())
     }
 
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        h: fuser::FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
+    fn releasedir(&self, h: FileHandle) -> Result<()> {
         lock(&self.handles).remove(&h.0);
-        reply.ok();
+        Ok(())
     }
 
-    fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self) -> Result<FsStats> {
         let sb = self.data.superblock();
-        reply.statfs(
-            sb.blocks_count,
-            0,
-            0,
-            u64::from(sb.inodes_count),
-            0,
-            sb.block_size,
-            255,
-            sb.block_size,
-        );
+        Ok(FsStats {
+            blocks: sb.blocks_count,
+            bfree: 0,
+            bavail: 0,
+            files: u64::from(sb.inodes_count),
+            ffree: 0,
+            bsize: sb.block_size,
+            namelen: 255,
+            frsize: sb.block_size,
+        })
     }
 
-    fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, i: InodeNo, name: &OsStr, _size: u32, uid: u32) -> Result<Vec<u8>> {
         // Only user., security. and trusted. are served: system. (POSIX
         // ACLs, which this mount does not enforce) and unknown namespaces
         // are not supported here. EOPNOTSUPP also lets GNU ls -l stop
         // asking every entry for system.posix_acl_access.
         let n = name.as_bytes();
         if !(n.starts_with(b"user.") || n.starts_with(b"security.") || n.starts_with(b"trusted.")) {
-            reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-            return;
+            return Err(Error::NotSupported);
         }
-        let r = ext4_ino(i)
-            .and_then(|ino| self.obj(ino))
-            .and_then(|o| self.xattrs(&o.node, req.uid() == 0));
-        match r {
-            Ok(list) => match list.iter().find(|(n, _)| n == name.as_bytes()) {
-                Some((_, v)) => xattr_reply(reply, size, v),
-                None => reply.error(Errno::from_i32(libc::ENODATA)),
-            },
-            Err(f) => reply.error(Self::fail("getxattr", i.0, f)),
+        let o = self.obj(ext(i)?)?;
+        let list = self.xattrs(&o.node, uid == 0)?;
+        list.into_iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v)
+            .ok_or(Error::NoXattr)
+    }
+
+    fn listxattr(&self, i: InodeNo, uid: u32) -> Result<Vec<u8>> {
+        let o = self.obj(ext(i)?)?;
+        let mut names = Vec::new();
+        for (n, _) in self.xattrs(&o.node, uid == 0)? {
+            names.extend_from_slice(&n);
+            names.push(0);
         }
+        Ok(names)
     }
-
-    fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
-        let r = ext4_ino(i)
-            .and_then(|ino| self.obj(ino))
-            .and_then(|o| self.xattrs(&o.node, req.uid() == 0));
-        match r {
-            Ok(list) => {
-                let mut names = Vec::new();
-                for (n, _) in list {
-                    names.extend_from_slice(&n);
-                    names.push(0);
-                }
-                xattr_reply(reply, size, &names);
-            }
-            Err(f) => reply.error(Self::fail("listxattr", i.0, f)),
-        }
-    }
-
-    fn access(&self, _req: &Request, _i: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        // Permission checks are the kernel's (default_permissions).
-        reply.ok();
-    }
-
-    // Everything that writes: EROFS (the kernel refuses most of it on a
-    // read-only mount before asking).
-
-    fn setattr(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
-        _atime: Option<fuser::TimeOrNow>,
-        _mtime: Option<fuser::TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<fuser::FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn mknod(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn mkdir(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn symlink(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _link_name: &OsStr,
-        _target: &Path,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn rename(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: fuser::RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn link(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn write(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        _h: fuser::FileHandle,
-        _offset: u64,
-        _data: &[u8],
-        _write_flags: fuser::WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn create(
-        &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _flags: i32,
-        reply: fuser::ReplyCreate,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn setxattr(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
-        _position: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn removexattr(&self, _req: &Request, _i: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-
-    fn fallocate(
-        &self,
-        _req: &Request,
-        _i: INodeNo,
-        _h: fuser::FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::from_i32(libc::EROFS));
-    }
-}
-
-fn fuser_config(config: &ImageMountConfig) -> fuser::Config {
-    let mut c = fuser::Config::default();
-    c.mount_options = vec![
-        fuser::MountOption::FSName(config.fs_name.clone()),
-        fuser::MountOption::Subtype("fscrypt-rs".into()),
-        fuser::MountOption::RO,
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::NoDev,
-        fuser::MountOption::NoSuid,
-    ];
-    c.acl = if config.allow_other {
-        fuser::SessionACL::All
-    } else {
-        fuser::SessionACL::Owner
-    };
-    c.n_threads = Some(4);
-    c.clone_fd = true;
-    c
 }
 
 /// Mounts `img` read-only at `mountpoint` and serves it until it is
@@ -885,6 +566,22 @@ fn fuser_config(config: &ImageMountConfig) -> fuser::Config {
 /// [`Error::Mount`] when FUSE is unavailable or the mountpoint is bad.
 pub fn mount(img: Image, config: ImageMountConfig, mountpoint: &Path) -> Result<()> {
     mount_on(img, config, &crate::MountPoint::open(mountpoint)?)
+}
+
+impl ImageMountConfig {
+    /// The session options of an image mount: always read-only, nosuid,
+    /// nodev.
+    fn options(&self) -> Options {
+        Options {
+            fs_name: self.fs_name.clone(),
+            read_only: true,
+            allow_other: self.allow_other,
+            suid: false,
+            dev: false,
+            noexec: false,
+            io_uring: self.io_uring,
+        }
+    }
 }
 
 /// [`mount`] onto a mount point opened (and checked) before: the mount
@@ -902,14 +599,27 @@ pub fn mount_on(
     {
         log::warn!("fscrypt-fuse: cannot make the daemon non-dumpable: {e}");
     }
-    if !Path::new("/dev/fuse").exists() {
-        return Err(Error::Mount(
-            "/dev/fuse is missing (load the fuse module, install fuse3)".into(),
-        ));
-    }
+    let options = config.options();
+    session::check(&options, mountpoint)?;
     let fs = ImageFs::new(img)?;
-    let fc = fuser_config(&config);
-    crate::serve(fs, fc, mountpoint, None)
+    session::serve(session::engine(fs, &options), mountpoint)
+}
+
+/// [`mount`] served by a background thread of this process (tests,
+/// embedding); dropping the returned mount unmounts it.
+///
+/// # Errors
+/// As [`mount`].
+pub fn mount_background(
+    img: Image,
+    config: ImageMountConfig,
+    mountpoint: &Path,
+) -> Result<crate::BackgroundMount> {
+    let mp = crate::MountPoint::open(mountpoint)?;
+    let options = config.options();
+    session::check(&options, &mp)?;
+    let fs = ImageFs::new(img)?;
+    crate::mount::background(session::engine(fs, &options), &mp, None)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! `RLIMIT_NOFILE` here is 20,000 and an unprivileged daemon cannot raise it)
 //! and would pin every backing inode and dentry in kernel memory as well.
 //! Instead every later access reopens a link of the inode by name (one
-//! component, `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! component through `safe-open`: `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 //! RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, `O_PATH | O_NOFOLLOW`), checks
 //! `fstat` (device, inode number, type) and, for files and symlinks, the
 //! context against the recorded one, tries the inode's other links on a
@@ -62,8 +62,10 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+use fscrypt::ContextV2;
+
 use crate::crypt::NodeCrypt;
-use crate::layout::{BackingName, CONTEXT_SIZE};
+use crate::layout::BackingName;
 
 /// A FUSE inode number (1 = root).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -144,7 +146,7 @@ pub struct Ident {
     pub kind: Kind,
     /// Files, directories, symlinks: the stored context, `None` if it could
     /// not be read (a damaged object) or for special files.
-    pub context: Option<[u8; CONTEXT_SIZE]>,
+    pub context: Option<ContextV2>,
 }
 
 /// In-memory state of a regular file, guarded by the inode's `RwLock`.
@@ -238,7 +240,7 @@ impl Inode {
     }
 
     /// The stored context this inode was looked up with.
-    pub fn context(&self) -> Option<[u8; CONTEXT_SIZE]> {
+    pub fn context(&self) -> Option<ContextV2> {
         self.ident.context
     }
 
@@ -328,7 +330,9 @@ static HEAP_TRIMMER: OnceLock<fn()> = OnceLock::new();
 
 /// Sets what gives freed heap memory back to the kernel, called after many
 /// inodes were forgotten (once per process; later calls are ignored). This
-/// crate forbids `unsafe`, so the binary supplies it: with glibc's malloc,
+/// crate denies `unsafe` outside `ring/` (io_uring submissions), and a
+/// libc call belongs to the binary anyway, so the binary supplies it: with
+/// glibc's malloc,
 /// `malloc_trim(0)`. glibc keeps what was freed in its arenas (one per
 /// worker thread) and returns only the top of each heap by itself, so after
 /// the kernel forgets 100,000 inodes their memory, interleaved with live

@@ -1,42 +1,30 @@
 //! What each FUSE request does, whichever transport brought it: the
 //! `fuser` adapter (`fuse.rs`, requests read from `/dev/fuse`) and FUSE
 //! over io_uring (`ring/`) both call these methods, which count the
-//! request, call [`EncryptedFs`] and turn its errors into an errno through
-//! [`crate::Error::errno`] only.
+//! request, call the [`Backend`] (the vault's [`crate::EncryptedFs`], the
+//! image's [`crate::image::ImageFs`]) and turn its errors into an errno
+//! through [`crate::Error::errno`] only.
 //!
 //! Every failed operation leaves exactly one `debug` log line here, with the
 //! operation's name, the error and plaintext-free identifiers: inode and
-//! handle numbers and the backing path of the inode (base64url names only).
+//! handle numbers and what the back-end tells of the inode
+//! ([`Backend::describe`]: the vault's backing path, base64url names only).
 //! Names given by the kernel are plaintext and never logged.
 
 use std::ffi::OsStr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, FileType, FopenFlags, INodeNo};
 
+use crate::backend::Backend;
 use crate::error::Error;
-use crate::fs::{Caller, EncryptedFs, FsStats, SetAttr};
+use crate::fs::{Caller, FsStats, SetAttr};
 use crate::handles::FileHandle;
-use crate::inodes::{InodeNo, Kind};
+use crate::inodes::InodeNo;
 use crate::stats::{Op, RequestStats};
-
-/// How long the kernel may cache attributes, names and absent names
-/// (negative entries). Changes made through this mount never wait for it:
-/// the kernel updates or invalidates what it changes itself (the inode of
-/// both names of a hard link, since they share one node id; the target of
-/// a rename over a name; size and mtime after a write without writeback
-/// cache; a directory's attributes after any change in it; mode after a
-/// killpriv write), and the test `round_trips::cached_attributes_follow_
-/// our_own_changes` checks each of these. The TTL only bounds how long a
-/// change made *behind* the mount (the backing directory is untrusted and
-/// may be a synced folder) stays invisible, so it stays short: 1 s, as
-/// gocryptfs (and libfuse's default) have it. A longer TTL would save the
-/// LOOKUP/GETATTR of a name revisited after more than a second, which
-/// readdirplus already saves for listings.
-pub(crate) const TTL: Duration = Duration::from_secs(1);
 
 /// The most data one READ or WRITE request carries, bytes: what INIT asks
 /// for (`max_write`, `max_readahead`, and so `max_pages`), the payload
@@ -63,42 +51,6 @@ pub(crate) fn negative_attr() -> FileAttr {
         rdev: 0,
         blksize: 4096,
         flags: 0,
-    }
-}
-
-/// The file type of a directory entry of kind `k` (readdir).
-pub(crate) fn ftype(k: Kind) -> FileType {
-    match k {
-        Kind::Dir => FileType::Directory,
-        Kind::File => FileType::RegularFile,
-        Kind::Symlink => FileType::Symlink,
-        Kind::Special => FileType::NamedPipe,
-    }
-}
-
-/// How the kernel should do I/O on a file opened with `flags` (the open's
-/// FOPEN_* reply flags).
-///
-/// A write-only handle gets `FOPEN_DIRECT_IO`. The kernel's cached write
-/// path (`fuse_cache_write_iter` -> `kiocb_modified` ->
-/// `file_remove_privs`) asks for `security.capability` with a GETXATTR
-/// round trip before the first write after any attribute refresh, so every
-/// newly created file paid one synchronous round trip for it; the direct
-/// path (`fuse_direct_write_iter`) asks nothing and sends
-/// `FUSE_WRITE_KILL_SUIDGID` with each write instead, which [`Ops::write`]
-/// honours. Nothing else changes for such a handle: it cannot read, so
-/// there is nothing of it to cache, and it cannot be mapped (mmap needs a
-/// readable fd). Other handles of the same file keep the page cache; a
-/// direct write invalidates the cached pages it covers (`fuse_direct_io`,
-/// Linux 6.6 and later), so readers see it as they saw cached writes. The
-/// writes themselves reach the daemon as before: one WRITE per write(2) of
-/// up to `max_write` bytes, from the caller's pages without a copy into
-/// the page cache.
-pub(crate) fn open_flags(flags: i32) -> FopenFlags {
-    if flags & libc::O_ACCMODE == libc::O_WRONLY {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else {
-        FopenFlags::empty()
     }
 }
 
@@ -131,17 +83,17 @@ pub(crate) type Reply<T> = std::result::Result<T, Errno>;
 /// The operations of a mount, shared by every serving thread of every
 /// transport.
 #[derive(Debug)]
-pub(crate) struct Ops {
-    fs: EncryptedFs,
+pub(crate) struct Ops<B> {
+    fs: B,
     /// Whether FUSE_HANDLE_KILLPRIV_V2 was negotiated.
     killpriv: AtomicBool,
     /// Requests served, per opcode.
     stats: Arc<RequestStats>,
 }
 
-impl Ops {
+impl<B: Backend> Ops<B> {
     /// The operations of `fs`, counted in `stats`.
-    pub(crate) fn new(fs: EncryptedFs, stats: Arc<RequestStats>) -> Ops {
+    pub(crate) fn new(fs: B, stats: Arc<RequestStats>) -> Ops<B> {
         Ops {
             fs,
             killpriv: AtomicBool::new(false),
@@ -165,8 +117,8 @@ impl Ops {
         if log::log_enabled!(log::Level::Debug) {
             let path = |i: InodeNo| {
                 self.fs
-                    .backing_path_of(i)
-                    .map(|p| format!(" (backing {})", p.display()))
+                    .describe(i)
+                    .map(|d| format!(" ({d})"))
                     .unwrap_or_default()
             };
             let what = match id {
@@ -176,6 +128,11 @@ impl Ops {
                 Id::Fs => "filesystem".to_string(),
             };
             log::debug!("fscrypt-fuse: {op} failed on {what}: {e} (errno {n})");
+        }
+        // A part of an image the reader refused is worth a warning (it
+        // names inodes by number only).
+        if matches!(e, Error::Image(_)) {
+            log::warn!("fscrypt-fuse: {op} failed on {id:?}: {e} (errno {n})");
         }
         Errno::from_i32(n)
     }
@@ -307,8 +264,7 @@ impl Ops {
     /// OPEN with the open(2) `flags`: the handle and the FOPEN_* flags.
     pub(crate) fn open(&self, i: InodeNo, flags: i32) -> Reply<(FileHandle, FopenFlags)> {
         self.stats.count(Op::Open);
-        let h = self.map("open", Id::Ino(i), self.fs.open(i, flags))?;
-        Ok((h, open_flags(flags)))
+        self.map("open", Id::Ino(i), self.fs.open(i, flags))
     }
 
     /// READ: the plaintext is left in `buf[range]`.
@@ -358,19 +314,19 @@ impl Ops {
         self.map("fsync", Id::Fh(h), self.fs.fsync(h, datasync))
     }
 
-    /// OPENDIR.
-    pub(crate) fn opendir(&self, i: InodeNo) -> Reply<FileHandle> {
+    /// OPENDIR: the handle and the FOPEN_* flags.
+    pub(crate) fn opendir(&self, i: InodeNo) -> Reply<(FileHandle, FopenFlags)> {
         self.stats.count(Op::Opendir);
         self.map("opendir", Id::Ino(i), self.fs.opendir(i))
     }
 
-    /// READDIR: `add(ino, next offset, kind, name)` returns true when the
-    /// reply is full ([`EncryptedFs::readdir`]).
+    /// READDIR: `add(ino, next offset, type, name)` returns true when the
+    /// reply is full ([`Backend::readdir`]).
     pub(crate) fn readdir(
         &self,
         h: FileHandle,
         offset: u64,
-        add: impl FnMut(u64, u64, Kind, &OsStr) -> bool,
+        add: impl FnMut(u64, u64, FileType, &OsStr) -> bool,
     ) -> Reply<()> {
         self.stats.count(Op::Readdir);
         self.map("readdir", Id::Fh(h), self.fs.readdir(h, offset, add))
@@ -378,18 +334,16 @@ impl Ops {
 
     /// READDIRPLUS: `add(next offset, name, attributes)` returns true when
     /// the reply is full; `attr.ino` is the entry's node id and its d_ino
-    /// ([`EncryptedFs::readdirplus`]: the kernel links no inode to "." and
-    /// ".." nor to node id 1).
+    /// ([`Backend::readdirplus`]; the vault's: the kernel links no inode
+    /// to "." and ".." nor to node id 1).
     pub(crate) fn readdirplus(
         &self,
         h: FileHandle,
         offset: u64,
-        mut add: impl FnMut(u64, &OsStr, &FileAttr) -> bool,
+        add: impl FnMut(u64, &OsStr, &FileAttr) -> bool,
     ) -> Reply<()> {
         self.stats.count(Op::Readdirplus);
-        let r = self
-            .fs
-            .readdirplus(h, offset, |off, name, attr, _| add(off, name, attr));
+        let r = self.fs.readdirplus(h, offset, add);
         self.map("readdirplus", Id::Fh(h), r)
     }
 
@@ -418,17 +372,19 @@ impl Ops {
         self.map("setxattr", Id::Ino(i), r)
     }
 
-    /// GETXATTR for a buffer of `size` bytes (0: the size only).
-    pub(crate) fn getxattr(&self, i: InodeNo, name: &OsStr, size: u32) -> Reply<Xattr> {
+    /// GETXATTR by the caller `uid` for a buffer of `size` bytes (0: the
+    /// size only).
+    pub(crate) fn getxattr(&self, uid: u32, i: InodeNo, name: &OsStr, size: u32) -> Reply<Xattr> {
         self.stats.count(Op::Getxattr);
-        let r = self.fs.getxattr(i, name, size);
+        let r = self.fs.getxattr(i, name, size, uid);
         sized("getxattr", self.map("getxattr", Id::Ino(i), r)?, size)
     }
 
-    /// LISTXATTR for a buffer of `size` bytes (0: the size only).
-    pub(crate) fn listxattr(&self, i: InodeNo, size: u32) -> Reply<Xattr> {
+    /// LISTXATTR by the caller `uid` for a buffer of `size` bytes (0: the
+    /// size only).
+    pub(crate) fn listxattr(&self, uid: u32, i: InodeNo, size: u32) -> Reply<Xattr> {
         self.stats.count(Op::Listxattr);
-        let r = self.fs.listxattr(i);
+        let r = self.fs.listxattr(i, uid);
         sized("listxattr", self.map("listxattr", Id::Ino(i), r)?, size)
     }
 
@@ -456,8 +412,7 @@ impl Ops {
     ) -> Reply<(FileAttr, FileHandle, FopenFlags)> {
         self.stats.count(Op::Create);
         let r = self.fs.create(parent, name, mode, flags, caller);
-        let (a, h) = self.map("create", Id::Ino(parent), r)?;
-        Ok((a, h, open_flags(flags)))
+        self.map("create", Id::Ino(parent), r)
     }
 
     /// FALLOCATE with the fallocate(2) `mode`.

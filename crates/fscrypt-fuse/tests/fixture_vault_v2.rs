@@ -73,7 +73,7 @@ fn vault_v2_fixture_reads_without_fuse_and_holds_kernel_ciphertext() {
             raw.len() as u64,
             layout::len_for_size_v2(plain.len() as u64, du as u64).unwrap()
         );
-        let ctx = Context::parse(&h.context).unwrap();
+        let ctx = Context::parse(&layout::context_bytes(&h.context)).unwrap();
         let crypt = InodeCrypt::new(
             &master2,
             &ctx,

@@ -70,7 +70,11 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
     let root_hdr = Header::parse(&root_meta, HeaderKind::Directory).unwrap();
     assert_eq!(root_hdr.format, format);
     let root_ino = fs::metadata(v.backing.path()).unwrap().ino();
-    let dir_crypt = crypt_of(&root_hdr.context, FileType::Directory, root_ino);
+    let dir_crypt = crypt_of(
+        &layout::context_bytes(&root_hdr.context),
+        FileType::Directory,
+        root_ino,
+    );
 
     // Names: base64url(kernel filename ciphertext).
     let ct = dir_crypt.encrypt_filename(b"data.bin").unwrap();
@@ -87,12 +91,12 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
         Format::V1 => assert_eq!(hdr.size, plain.len() as u64),
         Format::V2 => assert_eq!(hdr.size, 0),
     }
-    match Context::parse(&hdr.context).unwrap() {
+    match Context::parse(&layout::context_bytes(&hdr.context)).unwrap() {
         Context::V2(c) => assert_eq!(c.policy, v.policy),
         other => panic!("unexpected context {other:?}"),
     }
     let file_crypt = crypt_of(
-        &hdr.context,
+        &layout::context_bytes(&hdr.context),
         FileType::Regular,
         fs::metadata(&backing_file).unwrap().ino(),
     );
@@ -131,7 +135,7 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
     let sname = layout::BackingName::from_ciphertext(&sct);
     let target = fs::read_link(v.backing.path().join(&sname.name)).unwrap();
     let (sctx, blob) = layout::decode_symlink(target.as_os_str().as_encoded_bytes()).unwrap();
-    let sym_crypt = crypt_of(&sctx, FileType::Symlink, 0);
+    let sym_crypt = crypt_of(&layout::context_bytes(&sctx), FileType::Symlink, 0);
     assert_eq!(
         sym_crypt.decrypt_symlink(&blob).unwrap(),
         b"some/target/path"

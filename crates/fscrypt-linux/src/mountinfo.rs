@@ -164,6 +164,16 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
 /// [`MountInfoError`] if the path cannot be examined, /proc is unreadable or
 /// nothing matches.
 pub fn find_mount(path: &Path) -> Result<MountInfo, MountInfoError> {
+    find_mount_in(&read_mountinfo()?, path)
+}
+
+/// [`find_mount`] in a mount table already read (`table`, from
+/// [`read_mountinfo`]), so a caller that needs several answers reads
+/// `/proc/self/mountinfo` once.
+///
+/// # Errors
+/// [`MountInfoError`] if the path cannot be examined or nothing matches.
+pub fn find_mount_in(table: &[MountInfo], path: &Path) -> Result<MountInfo, MountInfoError> {
     let canon = std::fs::canonicalize(path).map_err(|source| MountInfoError::Stat {
         path: path.to_path_buf(),
         source,
@@ -173,9 +183,8 @@ pub fn find_mount(path: &Path) -> Result<MountInfo, MountInfoError> {
         source: e.into(),
     })?;
     let (maj, min) = (major(st.st_dev), minor(st.st_dev));
-    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(MountInfoError::Read)?;
-    let mut best: Option<MountInfo> = None;
-    for m in parse_mountinfo(&text) {
+    let mut best: Option<&MountInfo> = None;
+    for m in table {
         if m.major != maj || m.minor != min || !canon.starts_with(&m.mount_point) {
             continue;
         }
@@ -187,7 +196,8 @@ pub fn find_mount(path: &Path) -> Result<MountInfo, MountInfoError> {
             best = Some(m);
         }
     }
-    best.ok_or(MountInfoError::NotFound(path.to_path_buf()))
+    best.cloned()
+        .ok_or(MountInfoError::NotFound(path.to_path_buf()))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! mounted ext4 filesystem whose master key is in the kernel keyring:
 //!
 //! * the plaintext is read through the filesystem (the kernel decrypts);
-//! * the stored bytes are read from the block device with [`crate::ext4`]
+//! * the stored bytes are read from the block device with [`fscrypt_ext4`]
 //!   after `sync`: the encryption context xattr, the data blocks of files,
 //!   the raw directory entries, the symlink blob;
 //! * `fscrypt` recomputes the ciphertext from the context (policy + nonce),
@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use fscrypt::hooks::FscryptName;
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams, MasterKey};
 
-use crate::ext4::{EXT4_CASEFOLD_FL, Ext4, Ext4Error, Extent, Inode, InodeKind};
 use crate::mountinfo::{self, MountInfoError};
+use fscrypt_ext4::{EXT4_CASEFOLD_FL, Ext4, Ext4Error, Extent, Inode, InodeKind};
 
 /// The kind of object verified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use fscrypt::{
     Context, EncryptionMode, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyFlags,
     PolicyV1, PolicyV2,
 };
-use fscrypt_linux::ext4::Ext4;
+use fscrypt_ext4::Ext4;
 use fscrypt_linux::keyring::{self, KeyPresence, KeySpec, RemovalOutcome};
 use fscrypt_linux::verify::{self, Outcome};
 use fscrypt_linux::{Error, policy};

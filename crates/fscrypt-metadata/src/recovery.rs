@@ -11,7 +11,6 @@
 //! `fscrypt_recovery_readme.txt`); the text of the file is our own.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use zeroize::Zeroizing;
@@ -119,13 +118,12 @@ pub fn instructions(
 pub fn write_instructions(dir: &Path, owner: (u32, u32), text: &str) -> Result<PathBuf, Error> {
     let path = dir.join(README_NAME);
     let io = |e| Error::io(&path, e);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&path)
-        .map_err(io)?;
+    let mut f = crate::store::open_nofollow(
+        &path,
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::EXCL,
+        0o600,
+    )
+    .map_err(io)?;
     f.write_all(text.as_bytes()).map_err(io)?;
     std::os::unix::fs::fchown(&f, Some(owner.0), Some(owner.1)).map_err(io)?;
     f.sync_all().map_err(io)?;

@@ -16,12 +16,13 @@
 //! opened without following symlinks, must be regular and at most
 //! [`MAX_FILE_LEN`] bytes.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use prost::Message;
+use rustix::fs::OFlags;
 
 use crate::Error;
 use crate::proto::{self, DESCRIPTOR_LEN_V1, DESCRIPTOR_LEN_V2, PolicyData, ProtectorData};
@@ -79,20 +80,16 @@ pub fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
 /// # Errors
 /// As [`read_limited`]; [`Error::Untrusted`].
 pub fn read_trusted(path: &Path, max: u64, trust: Trust) -> Result<Vec<u8>, Error> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_o_nofollow() | libc_o_nonblock())
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-                Error::Insecure {
-                    path: path.to_path_buf(),
-                    reason: "it is a symlink".into(),
-                }
-            } else {
-                Error::io(path, e)
+    let f = open_nofollow(path, OFlags::RDONLY | OFlags::NONBLOCK, 0).map_err(|e| {
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            Error::Insecure {
+                path: path.to_path_buf(),
+                reason: "it is a symlink".into(),
             }
-        })?;
+        } else {
+            Error::io(path, e)
+        }
+    })?;
     let md = f.metadata().map_err(|e| Error::io(path, e))?;
     if !md.is_file() {
         return Err(Error::Insecure {
@@ -114,12 +111,13 @@ pub fn read_trusted(path: &Path, max: u64, trust: Trust) -> Result<Vec<u8>, Erro
     Ok(buf)
 }
 
-fn libc_o_nofollow() -> i32 {
-    rustix::fs::OFlags::NOFOLLOW.bits() as i32
-}
-
-fn libc_o_nonblock() -> i32 {
-    rustix::fs::OFlags::NONBLOCK.bits() as i32
+/// Opens `path` with `flags` (and `mode` for a new file) without following
+/// a symlink in its final component: [`safe_open::open_path_nofollow`]
+/// (`ELOOP` for a symlink, as `O_NOFOLLOW`).
+pub(crate) fn open_nofollow(path: &Path, flags: OFlags, mode: u32) -> std::io::Result<File> {
+    safe_open::open_path_nofollow(path, flags, rustix::fs::Mode::from_raw_mode(mode))
+        .map(File::from)
+        .map_err(std::io::Error::from)
 }
 
 fn temp_name() -> Result<String, Error> {
@@ -163,12 +161,7 @@ pub fn write_atomic_owned(
         .unwrap_or(Path::new("."));
     let tmp = dir.join(temp_name()?);
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc_o_nofollow())
-            .open(&tmp)
+        let mut f = open_nofollow(&tmp, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, mode)
             .map_err(|e| Error::io(&tmp, e))?;
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::fchown(&f, Some(uid), Some(gid)).map_err(|e| Error::io(&tmp, e))?;

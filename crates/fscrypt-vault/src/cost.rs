@@ -12,17 +12,12 @@ use std::time::{Duration, Instant};
 
 use zeroize::Zeroizing;
 
-use crate::protector::{ProtectorError, SALT_SIZE};
-use crate::wrap::WRAPPING_KEY_SIZE;
+pub use crate::keys::ARGON2_ENV;
+use crate::keys::{ProtectorError, SALT_SIZE, WRAPPING_KEY_SIZE};
 
 /// Time the passphrase KDF is calibrated to take at `init` on this machine
 /// (`init --kdf-time` chooses another).
 pub const ARGON2_TARGET: Duration = Duration::from_secs(1);
-
-/// Environment variable that replaces Argon2id tuning by fixed parameters,
-/// `m=KIB,t=N,p=N` (e.g. `m=64,t=1,p=1`). Meant for tests, which must stay
-/// fast; parameters this weak make a passphrase easy to brute-force.
-pub const ARGON2_ENV: &str = "FSCRYPT_RS_INSECURE_ARGON2_PARAMS";
 
 /// Argon2id cost parameters, stored in the vault config.
 ///

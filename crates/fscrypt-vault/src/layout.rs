@@ -109,7 +109,29 @@ pub const SYMLINK_MAX_BLOB_STORED: usize = SYMLINK_MAX_TARGET + 3;
 pub const STORE_OBJECT_KIND: u8 = 3;
 
 /// Length of a fscrypt v2 context in bytes (spec §3.2).
-pub const CONTEXT_SIZE: usize = 40;
+pub const CONTEXT_SIZE: usize = fscrypt::context::CONTEXT_V2_SIZE;
+
+/// Parses the stored bytes of a context (a header's, a symlink's): a
+/// [`ContextV2`] when they are one (spec §3.2, [`Context::parse`]). Whether
+/// it is the vault's policy is for the caller to check.
+///
+/// # Errors
+/// [`Corruption::BadContext`] when they are not a v2 context (wrong size,
+/// another version, non-zero reserved bytes).
+pub fn parse_context(b: &[u8]) -> Result<ContextV2, Corruption> {
+    match Context::parse(b) {
+        Ok(Context::V2(c)) => Ok(c),
+        _ => Err(Corruption::BadContext),
+    }
+}
+
+/// The [`CONTEXT_SIZE`] stored bytes of `c` (the kernel's
+/// `fscrypt_context_v2`, [`Context::to_bytes`]).
+pub fn context_bytes(c: &ContextV2) -> [u8; CONTEXT_SIZE] {
+    let mut out = [0u8; CONTEXT_SIZE];
+    out.copy_from_slice(&Context::V2(*c).to_bytes());
+    out
+}
 
 /// Longest backing name we produce (NAME_MAX of Linux filesystems).
 pub const NAME_MAX: usize = 255;
@@ -172,8 +194,9 @@ pub struct Header {
     pub format: Format,
     /// What the header belongs to.
     pub kind: HeaderKind,
-    /// The raw 40-byte v2 context.
-    pub context: [u8; CONTEXT_SIZE],
+    /// The v2 context (stored as its 40 bytes; its policy is not checked
+    /// here).
+    pub context: ContextV2,
     /// Plaintext size in bytes (format 1 files only; always 0 in format 2,
     /// where the backing length holds it).
     pub size: u64,
@@ -192,7 +215,7 @@ impl Header {
             HeaderKind::Directory => HEADER_USED as u16,
         };
         b[field::REGION].copy_from_slice(&region.to_le_bytes());
-        b[field::CONTEXT].copy_from_slice(&self.context);
+        b[field::CONTEXT].copy_from_slice(&context_bytes(&self.context));
         let size = match self.format {
             Format::V1 => self.size,
             Format::V2 => 0,
@@ -218,8 +241,31 @@ impl Header {
     /// # Errors
     /// [`Corruption`] describing the first rule broken: short input, bad magic,
     /// unknown version or kind, wrong region size, non-zero reserved bytes (or,
-    /// in format 2, a non-zero size field) or a checksum mismatch.
+    /// in format 2, a non-zero size field) or a checksum mismatch; last,
+    /// [`Corruption::BadContext`] when the context bytes are not a v2 context
+    /// ([`parse_context`]).
     pub fn parse(b: &[u8], expect: HeaderKind) -> Result<Header, Corruption> {
+        let (format, kind, size) = Header::parse_fields(b, expect)?;
+        Ok(Header {
+            format,
+            kind,
+            context: parse_context(&b[field::CONTEXT])?,
+            size,
+        })
+    }
+
+    /// The format of a header, checked as [`Header::parse`] checks it except
+    /// for its context (which is not parsed).
+    ///
+    /// # Errors
+    /// As [`Header::parse`], never [`Corruption::BadContext`].
+    pub fn parse_format(b: &[u8], expect: HeaderKind) -> Result<Format, Corruption> {
+        Header::parse_fields(b, expect).map(|(format, _, _)| format)
+    }
+
+    /// Every check of [`Header::parse`] but the context's: (format, kind,
+    /// size).
+    fn parse_fields(b: &[u8], expect: HeaderKind) -> Result<(Format, HeaderKind, u64), Corruption> {
         if b.len() < HEADER_USED {
             return Err(Corruption::ShortHeader);
         }
@@ -248,20 +294,13 @@ impl Header {
         if checksum(&b[field::CHECKSUMMED]) != b[field::CHECKSUM] {
             return Err(Corruption::BadChecksum);
         }
-        let mut context = [0u8; CONTEXT_SIZE];
-        context.copy_from_slice(&b[field::CONTEXT]);
         let mut size = [0u8; 8];
         size.copy_from_slice(&b[field::SIZE]);
         let size = u64::from_le_bytes(size);
         if format == Format::V2 && size != 0 {
             return Err(Corruption::BadHeaderField);
         }
-        Ok(Header {
-            format,
-            kind,
-            context,
-            size,
-        })
+        Ok((format, kind, size))
     }
 
     /// Parses a header that must be of the vault's format `format` (a header
@@ -349,73 +388,6 @@ pub fn trailer_v2(size: u64, du: u64) -> Option<(u64, u64)> {
     (t != 0).then(|| (unit_offset(size.div_ceil(du), du), t))
 }
 
-// ---------------------------------------------------------------------------
-// base64url (RFC 4648 §5, no padding, MSB-first) — the alphabet of the kernel's
-// current no-key names (spec §8.1).
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// Encoded length of `n` bytes: `ceil(4n/3)`.
-#[inline]
-pub const fn b64_len(n: usize) -> usize {
-    (n * 4).div_ceil(3)
-}
-
-/// Encodes `src` into `dst`, returning the number of characters written.
-/// `dst` must hold at least [`b64_len`]`(src.len())` bytes.
-pub fn b64_encode(src: &[u8], dst: &mut [u8]) -> usize {
-    let mut o = 0;
-    let mut acc: u32 = 0;
-    let mut bits = 0u32;
-    for &byte in src {
-        acc = (acc << 8) | byte as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            dst[o] = B64[((acc >> bits) & 63) as usize];
-            o += 1;
-        }
-    }
-    if bits > 0 {
-        dst[o] = B64[((acc << (6 - bits)) & 63) as usize];
-        o += 1;
-    }
-    o
-}
-
-/// Decodes base64url `src` into `dst`, returning the number of bytes written.
-/// Rejects characters outside the alphabet, impossible lengths and non-zero
-/// leftover bits (so every byte string has exactly one encoding).
-pub fn b64_decode(src: &[u8], dst: &mut [u8]) -> Option<usize> {
-    if src.len() % 4 == 1 {
-        return None;
-    }
-    let mut o = 0;
-    let mut acc: u32 = 0;
-    let mut bits = 0u32;
-    for &c in src {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        } as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            *dst.get_mut(o)? = (acc >> bits) as u8;
-            o += 1;
-        }
-    }
-    if bits > 0 && acc & ((1 << bits) - 1) != 0 {
-        return None;
-    }
-    Some(o)
-}
-
 /// A backing name built from a ciphertext name: either the plain base64url
 /// encoding, or a long name whose side file holds the ciphertext.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -431,15 +403,15 @@ impl BackingName {
     /// Builds the backing name of a ciphertext name (1..=255 bytes).
     pub fn from_ciphertext(ct: &[u8]) -> BackingName {
         let mut buf = [0u8; 512];
-        if b64_len(ct.len()) <= NAME_MAX {
-            let n = b64_encode(ct, &mut buf);
+        if base64url::encoded_len(ct.len()) <= NAME_MAX {
+            let n = base64url::encode(ct, &mut buf);
             BackingName {
                 name: String::from_utf8_lossy(&buf[..n]).into_owned(),
                 long: false,
             }
         } else {
             let h = sha256(ct);
-            let n = b64_encode(&h, &mut buf);
+            let n = base64url::encode(&h, &mut buf);
             let mut name = String::with_capacity(LONG_PREFIX.len() + n);
             name.push_str(LONG_PREFIX);
             name.push_str(&String::from_utf8_lossy(&buf[..n]));
@@ -482,7 +454,7 @@ pub fn classify(name: &[u8]) -> EntryName {
         return EntryName::Internal;
     }
     let mut buf = [0u8; 256];
-    match b64_decode(name, &mut buf) {
+    match base64url::decode_canonical(name, &mut buf).ok() {
         Some(n) if n >= 16 => EntryName::Short(buf[..n].to_vec()),
         _ => EntryName::Invalid,
     }
@@ -509,18 +481,18 @@ pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Corruption> {
 
 /// Largest `fscrypt_symlink_data` blob (2 + L + 1 bytes) stored *inline*, so
 /// that the encoded backing target fits [`BACKING_SYMLINK_MAX`]:
-/// `b64_len(40 + blob) ≤ 4095` → `40 + blob ≤ 3071` → `blob ≤ 3031`, i.e.
+/// `base64url::encoded_len(40 + blob) ≤ 4095` → `40 + blob ≤ 3071` → `blob ≤ 3031`, i.e.
 /// ciphertext `L ≤ 3028`. Longer targets (up to [`SYMLINK_MAX_TARGET`]) go to
 /// the symlink store ([`SYMLINK_STORE_DIR`]).
 pub const SYMLINK_MAX_BLOB: usize = 3031;
 
 /// Encodes a symlink's context and blob into a backing target.
-pub fn encode_symlink(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> String {
+pub fn encode_symlink(context: &ContextV2, blob: &[u8]) -> String {
     let mut raw = Vec::with_capacity(CONTEXT_SIZE + blob.len());
-    raw.extend_from_slice(context);
+    raw.extend_from_slice(&context_bytes(context));
     raw.extend_from_slice(blob);
-    let mut out = vec![0u8; b64_len(raw.len())];
-    let n = b64_encode(&raw, &mut out);
+    let mut out = vec![0u8; base64url::encoded_len(raw.len())];
+    let n = base64url::encode(&raw, &mut out);
     out.truncate(n);
     String::from_utf8_lossy(&out).into_owned()
 }
@@ -528,15 +500,16 @@ pub fn encode_symlink(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> String {
 /// Decodes a backing symlink target into (context, blob).
 ///
 /// # Errors
-/// [`Corruption::BadSymlink`] when the target is not base64url or too short.
-pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Corruption> {
+/// [`Corruption::BadSymlink`] when the target is not base64url or too short;
+/// then [`Corruption::BadContext`] when its context bytes are not a v2
+/// context ([`parse_context`]).
+pub fn decode_symlink(target: &[u8]) -> Result<(ContextV2, Vec<u8>), Corruption> {
     let mut raw = vec![0u8; target.len()];
-    let n = b64_decode(target, &mut raw).ok_or(Corruption::BadSymlink)?;
+    let n = base64url::decode_canonical(target, &mut raw).map_err(|_| Corruption::BadSymlink)?;
     if n < CONTEXT_SIZE + 3 {
         return Err(Corruption::BadSymlink);
     }
-    let mut ctx = [0u8; CONTEXT_SIZE];
-    ctx.copy_from_slice(&raw[..CONTEXT_SIZE]);
+    let ctx = parse_context(&raw[..CONTEXT_SIZE])?;
     Ok((ctx, raw[CONTEXT_SIZE..n].to_vec()))
 }
 
@@ -544,7 +517,7 @@ pub fn decode_symlink(target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Co
 /// a marker (`fscrypt.symlink.<id>`) rather than an inline encoding.
 pub fn symlink_marker_id(target: &[u8]) -> Option<&str> {
     let id = target.strip_prefix(SYMLINK_MARKER_PREFIX.as_bytes())?;
-    if id.len() != SYMLINK_ID_LEN || !id.iter().all(|c| B64.contains(c)) {
+    if id.len() != SYMLINK_ID_LEN || !id.iter().all(|&c| base64url::is_alphabet(c)) {
         return None;
     }
     std::str::from_utf8(id).ok()
@@ -558,24 +531,24 @@ pub fn is_symlink_marker(target: &[u8]) -> bool {
 
 /// Whether `name` is a valid store object name (a 22-character id).
 pub fn is_store_id(name: &[u8]) -> bool {
-    name.len() == SYMLINK_ID_LEN && name.iter().all(|c| B64.contains(c))
+    name.len() == SYMLINK_ID_LEN && name.iter().all(|&c| base64url::is_alphabet(c))
 }
 
 /// A fresh store object id from 16 random bytes.
 pub fn store_id(random: &[u8; 16]) -> String {
     let mut out = [0u8; 24];
-    let n = b64_encode(random, &mut out);
+    let n = base64url::encode(random, &mut out);
     String::from_utf8_lossy(&out[..n]).into_owned()
 }
 
 /// Serializes a symlink store object: magic `FSCRYPT\0`, version 1, kind 3,
 /// two zero bytes, `context ‖ blob`, then the first 8 bytes of SHA-256 over
 /// everything before.
-pub fn encode_store_object(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Vec<u8> {
+pub fn encode_store_object(context: &ContextV2, blob: &[u8]) -> Vec<u8> {
     let mut b = Vec::with_capacity(12 + CONTEXT_SIZE + blob.len() + 8);
     b.extend_from_slice(&MAGIC);
     b.extend_from_slice(&[FORMAT_VERSION, STORE_OBJECT_KIND, 0, 0]);
-    b.extend_from_slice(context);
+    b.extend_from_slice(&context_bytes(context));
     b.extend_from_slice(blob);
     let sum = checksum(&b);
     b.extend_from_slice(&sum);
@@ -586,8 +559,9 @@ pub fn encode_store_object(context: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Vec<u8>
 ///
 /// # Errors
 /// [`Corruption::BadSymlink`] on a bad magic, version, kind, length or
-/// checksum.
-pub fn decode_store_object(b: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Corruption> {
+/// checksum; then [`Corruption::BadContext`] when its context bytes are not a
+/// v2 context ([`parse_context`]).
+pub fn decode_store_object(b: &[u8]) -> Result<(ContextV2, Vec<u8>), Corruption> {
     let bad = Corruption::BadSymlink;
     if b.len() < 12 + CONTEXT_SIZE + 3 + 8
         || b.len() > 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8
@@ -601,52 +575,29 @@ pub fn decode_store_object(b: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>), Co
     {
         return Err(bad);
     }
-    let mut ctx = [0u8; CONTEXT_SIZE];
-    ctx.copy_from_slice(&body[12..12 + CONTEXT_SIZE]);
+    let ctx = parse_context(&body[12..12 + CONTEXT_SIZE])?;
     Ok((ctx, body[12 + CONTEXT_SIZE..].to_vec()))
 }
 
+use fscrypt::{Context, ContextV2, base64url};
 use fscrypt_crypto::sha256;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn b64_roundtrip_all_lengths() {
-        for n in 0..200usize {
-            let src: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
-            let mut enc = [0u8; 300];
-            let e = b64_encode(&src, &mut enc);
-            assert_eq!(e, b64_len(n));
-            assert!(!enc[..e].contains(&b'.'));
-            let mut dec = [0u8; 300];
-            let d = b64_decode(&enc[..e], &mut dec).unwrap();
-            assert_eq!(&dec[..d], &src[..]);
+    /// A v2 context of a default policy with key identifier and nonce `b`.
+    fn test_context(b: u8) -> ContextV2 {
+        ContextV2 {
+            policy: fscrypt::PolicyV2::new_default(fscrypt::KeyIdentifier([b; 16])),
+            nonce: [b; 16],
         }
     }
 
     #[test]
-    fn b64_known_answer_and_rejects() {
-        let mut out = [0u8; 16];
-        let n = b64_encode(b"\xfb\xff\xbf", &mut out);
-        assert_eq!(&out[..n], b"-_-_");
-        let n = b64_encode(b"foob", &mut out);
-        assert_eq!(&out[..n], b"Zm9vYg");
-        let mut dec = [0u8; 16];
-        assert_eq!(
-            b64_decode(b"Zm9vYh", &mut dec),
-            None,
-            "non-zero leftover bits"
-        );
-        assert_eq!(b64_decode(b"Zm9v=", &mut dec), None);
-        assert_eq!(b64_decode(b"Z", &mut dec), None);
-    }
-
-    #[test]
     fn name_lengths_and_long_names() {
-        assert_eq!(b64_len(191), 255);
-        assert_eq!(b64_len(192), 256);
+        assert_eq!(base64url::encoded_len(191), 255);
+        assert_eq!(base64url::encoded_len(192), 256);
         let short = BackingName::from_ciphertext(&[7u8; 191]);
         assert!(!short.long && short.name.len() == 255);
         let long = BackingName::from_ciphertext(&[7u8; 192]);
@@ -732,7 +683,7 @@ mod tests {
         let h = Header {
             format: Format::V2,
             kind: HeaderKind::File,
-            context: [3u8; 40],
+            context: test_context(3),
             size: 77,
         };
         let b = h.to_bytes();
@@ -762,7 +713,7 @@ mod tests {
         let h = Header {
             format: Format::V1,
             kind: HeaderKind::File,
-            context: [3u8; 40],
+            context: test_context(3),
             size: 123_456_789,
         };
         let b = h.to_bytes();
@@ -787,7 +738,7 @@ mod tests {
 
     #[test]
     fn symlink_roundtrip() {
-        let ctx = [9u8; 40];
+        let ctx = test_context(9);
         let blob = vec![1u8; SYMLINK_MAX_BLOB];
         let t = encode_symlink(&ctx, &blob);
         assert!(t.len() <= BACKING_SYMLINK_MAX);
@@ -799,7 +750,7 @@ mod tests {
 
     #[test]
     fn symlink_store_objects_and_markers() {
-        let ctx = [5u8; 40];
+        let ctx = test_context(5);
         let blob = vec![2u8; SYMLINK_MAX_BLOB_STORED];
         let obj = encode_store_object(&ctx, &blob);
         assert_eq!(decode_store_object(&obj).unwrap(), (ctx, blob.clone()));

@@ -22,11 +22,12 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
+use fscrypt::ContextV2;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use crate::layout::{
-    self, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_USED, Header, HeaderKind,
-    LONG_NAME_SUFFIX, LONG_PREFIX, TMP_PREFIX,
+    self, DIR_META_NAME, EntryName, Format, HEADER_USED, Header, HeaderKind, LONG_NAME_SUFFIX,
+    LONG_PREFIX, TMP_PREFIX,
 };
 
 /// How deep a walk of the backing tree descends (one fd per level).
@@ -105,41 +106,29 @@ pub fn mount_point_error() -> io::Error {
 }
 
 /// Opens the directory `name` of `parent` (one component) for listing,
-/// without following a symlink or crossing into another mount: `openat2`
+/// without following a symlink or crossing into another mount:
+/// [`safe_open::open_entry`] with [`safe_open::Mounts::Stay`] (`openat2`
 /// with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-/// RESOLVE_NO_XDEV` (which sees bind mounts of the same filesystem too);
-/// where the kernel lacks `openat2` (or a seccomp filter refuses it),
-/// `openat` with `O_NOFOLLOW` and a
-/// device comparison with `parent`.
+/// RESOLVE_NO_XDEV`, which sees bind mounts of the same filesystem too;
+/// where the kernel lacks `openat2`, a seccomp filter refuses it or renames
+/// keep racing it, `openat` with `O_NOFOLLOW` and a device comparison with
+/// `parent`).
 ///
 /// # Errors
 /// [`mount_point_error`] for a mount point, the usual open errors.
 pub fn open_dir_beneath(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<rustix::fd::OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let how = ResolveFlags::BENEATH
-        | ResolveFlags::NO_SYMLINKS
-        | ResolveFlags::NO_MAGICLINKS
-        | ResolveFlags::NO_XDEV;
-    // EAGAIN: a rename raced the resolution; retry a few times.
-    for _ in 0..16 {
-        match rustix::fs::openat2(parent, name, flags, Mode::empty(), how) {
-            Err(rustix::io::Errno::AGAIN) => continue,
-            // No openat2 (old kernel), or a seccomp filter that refuses
-            // it (older container profiles answer EPERM): the fallback.
-            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => break,
-            Err(rustix::io::Errno::XDEV) => return Err(mount_point_error()),
-            r => return r.map_err(errno),
+    use safe_open::{Error, Mounts};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+    match safe_open::open_entry(parent, name, flags, Mode::empty(), Mounts::Stay) {
+        Err(Error::Raced) => {
+            safe_open::open_fallback(parent, name, flags, Mode::empty(), Mounts::Stay)
         }
+        r => r,
     }
-    let d = rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(errno)?;
-    let (a, b) = (
-        rustix::fs::fstat(parent).map_err(errno)?,
-        rustix::fs::fstat(&d).map_err(errno)?,
-    );
-    if a.st_dev != b.st_dev {
-        return Err(mount_point_error());
-    }
-    Ok(d)
+    .map_err(|e| match e {
+        Error::MountPoint => mount_point_error(),
+        e => e.into(),
+    })
 }
 
 fn remove_tree_at(parent: BorrowedFd<'_>, name: &[u8], depth: usize) -> io::Result<()> {
@@ -185,7 +174,7 @@ pub fn tmp_name() -> io::Result<String> {
     let mut rnd = [0u8; 12];
     fscrypt_crypto::random_bytes(&mut rnd).map_err(io::Error::other)?;
     let mut out = [0u8; 16];
-    let n = layout::b64_encode(&rnd, &mut out);
+    let n = fscrypt::base64url::encode(&rnd, &mut out);
     Ok(format!(
         "{TMP_PREFIX}{}",
         String::from_utf8_lossy(&out[..n])
@@ -201,11 +190,7 @@ pub fn tmp_name() -> io::Result<String> {
 ///
 /// # Errors
 /// Creating, writing or renaming failed (`EEXIST`: it has one).
-pub fn write_dir_meta(
-    dfd: BorrowedFd<'_>,
-    context: &[u8; CONTEXT_SIZE],
-    format: Format,
-) -> io::Result<()> {
+pub fn write_dir_meta(dfd: BorrowedFd<'_>, context: &ContextV2, format: Format) -> io::Result<()> {
     let h = Header {
         format,
         kind: HeaderKind::Directory,

@@ -7,18 +7,10 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use fscrypt::{Context, Policy, PolicyV2};
+use fscrypt::{ContextV2, PolicyV2};
 
 use crate::error::Error;
-use crate::layout::{CONTEXT_SIZE, DIR_META_NAME, Format, HEADER_USED, Header, HeaderKind};
-
-/// The 40 bytes of a fresh v2 context of `policy` with `nonce` (spec §3.2).
-pub fn context_bytes(policy: &PolicyV2, nonce: [u8; 16]) -> [u8; CONTEXT_SIZE] {
-    let c = Context::new(&Policy::V2(*policy), nonce);
-    let mut out = [0u8; CONTEXT_SIZE];
-    out.copy_from_slice(&c.to_bytes());
-    out
-}
+use crate::layout::{DIR_META_NAME, Format, HEADER_USED, Header, HeaderKind};
 
 /// Writes the root directory's metadata file (a fresh context of `policy`,
 /// mode 0600, synced) into an existing, empty backing directory, making a
@@ -46,7 +38,10 @@ pub fn create_root_with(
     let h = Header {
         format,
         kind: HeaderKind::Directory,
-        context: context_bytes(policy, nonce),
+        context: ContextV2 {
+            policy: *policy,
+            nonce,
+        },
         size: 0,
     };
     let path = backing_dir.join(DIR_META_NAME);
@@ -85,8 +80,7 @@ pub fn read_format(backing_dir: &Path) -> io::Result<Format> {
         .open(backing_dir.join(DIR_META_NAME))?;
     let mut b = Vec::with_capacity(HEADER_USED);
     f.take(HEADER_USED as u64).read_to_end(&mut b)?;
-    Header::parse(&b, HeaderKind::Directory)
-        .map(|h| h.format)
+    Header::parse_format(&b, HeaderKind::Directory)
         .map_err(|c| io::Error::new(io::ErrorKind::InvalidData, c.to_string()))
 }
 
@@ -105,10 +99,7 @@ mod tests {
         let h = Header::parse(&bytes, HeaderKind::Directory).unwrap();
         assert_eq!(h.format, Format::V2);
         assert_eq!(read_format(&dir).unwrap(), Format::V2);
-        match Context::parse(&h.context).unwrap() {
-            Context::V2(c) => assert_eq!(c.policy, policy),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(h.context.policy, policy);
         let mode = std::fs::metadata(dir.join(DIR_META_NAME))
             .unwrap()
             .permissions();

@@ -12,7 +12,8 @@ use fscrypt_crypto::SecretBuf;
 use fscrypt_crypto::aead;
 use zeroize::Zeroizing;
 
-use crate::protector::{MASTER_KEY_SIZE, ProtectorError};
+pub use crate::keys::WRAPPING_KEY_SIZE;
+use crate::keys::{MASTER_KEY_SIZE, ProtectorError};
 
 /// Size in bytes of an XChaCha20-Poly1305 nonce.
 pub const NONCE_SIZE: usize = aead::NONCE_SIZE;
@@ -20,9 +21,6 @@ pub const NONCE_SIZE: usize = aead::NONCE_SIZE;
 pub const TAG_SIZE: usize = aead::TAG_SIZE;
 /// Size in bytes of a wrapped master key: ciphertext followed by the tag.
 pub const WRAPPED_KEY_SIZE: usize = MASTER_KEY_SIZE + TAG_SIZE;
-/// Size in bytes of the wrapping key (XChaCha20-Poly1305 key).
-pub const WRAPPING_KEY_SIZE: usize = aead::KEY_SIZE;
-
 /// Prefix of the AEAD associated data of every wrapped key (see [`associated_data`]).
 pub const AD_PREFIX: &[u8] = b"fscrypt-rs vault v1\0";
 

@@ -41,7 +41,7 @@ fn fixture_root_and_names_follow_the_layout() {
     let vault = Vault::open(&fixtures_dir().join("vault-v1")).unwrap();
     let meta = std::fs::read(fixtures_dir().join("vault-v1").join(layout::DIR_META_NAME)).unwrap();
     let header = Header::parse(&meta, HeaderKind::Directory).unwrap();
-    match Context::parse(&header.context).unwrap() {
+    match Context::parse(&layout::context_bytes(&header.context)).unwrap() {
         Context::V2(c) => assert_eq!(c.policy, *vault.policy()),
         other => panic!("root context is not v2: {other:?}"),
     }

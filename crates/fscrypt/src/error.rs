@@ -250,6 +250,19 @@ pub enum NameError {
     NotADirectory,
 }
 
+/// base64url input that does not decode ([`crate::base64url`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Base64Error {
+    /// A character outside the base64url alphabet, non-zero leftover bits,
+    /// or (canonical decoding) a length no byte string encodes to.
+    #[error("not valid unpadded base64url; check the name or target for damage")]
+    BadEncoding,
+    /// The output buffer cannot hold the decoded bytes.
+    #[error("base64url input decodes to more bytes than allowed here")]
+    OutputTooSmall,
+}
+
 /// A no-key name that does not decode (spec §8.1). The kernel answers lookups
 /// of such names with ENOENT.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

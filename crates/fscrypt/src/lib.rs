@@ -17,6 +17,7 @@
 //! | [`contents`] | data units in place (§6) | crypto.c |
 //! | [`fname`] | filename padding and en/decryption (§7) | fname.c |
 //! | [`symlink`] | symlink blobs (§7.4) | hooks.c |
+//! | [`base64url`] | unpadded base64url, kernel and canonical decoding (§8.1) | fname.c |
 //! | [`nokey`] | no-key names (§8) | fname.c |
 //! | [`hooks`] | what filesystems call: lookup/create names, presented entries, symlink targets, link/rename checks | hooks.c, fname.c |
 //! | [`dirhash`] | casefold SipHash (§9) | fname.c, ext4/f2fs hash.c |
@@ -65,6 +66,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod base64url;
 pub mod contents;
 pub mod context;
 pub mod crypt_util;
@@ -84,7 +86,9 @@ pub mod symlink;
 
 pub use context::{Context, ContextBytes, ContextV1, ContextV2, NONCE_SIZE};
 pub use dirhash::DirHashKey;
-pub use error::{ContentsError, Error, HookError, KeyError, NameError, NoKeyError, PolicyError};
+pub use error::{
+    Base64Error, ContentsError, Error, HookError, KeyError, NameError, NoKeyError, PolicyError,
+};
 pub use fname::{FnameBuf, NAME_MAX};
 pub use hkdf::HkdfContext;
 pub use iv::{Iv, IvScheme};

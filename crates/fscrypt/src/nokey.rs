@@ -20,7 +20,8 @@
 
 use core::fmt;
 
-use crate::error::NoKeyError;
+use crate::base64url;
+use crate::error::{Base64Error, NoKeyError};
 
 /// How many leading ciphertext bytes a no-key name carries in full.
 pub const NOKEY_BYTES: usize = 149;
@@ -33,67 +34,19 @@ pub const NOKEY_STRUCT_MAX: usize = SHA256_OFFSET + 32; // 189
 /// Longest encoded no-key name in characters: ceil(189 * 4 / 3) = 252.
 pub const NOKEY_NAME_MAX: usize = base64_len(NOKEY_STRUCT_MAX);
 
-/// Characters needed to encode `n` bytes in unpadded base64: ceil(8n / 6).
+/// Characters needed to encode `n` bytes in unpadded base64: ceil(8n / 6)
+/// ([`crate::base64url::encoded_len`]).
 pub const fn base64_len(n: usize) -> usize {
-    (n * 4).div_ceil(3)
+    base64url::encoded_len(n)
 }
 
-const BASE64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-fn base64url_value(c: u8) -> Option<u32> {
-    Some(match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'-' => 62,
-        b'_' => 63,
-        _ => return None,
-    } as u32)
-}
-
-/// RFC 4648 base64url without padding, MSB-first; writes into `out` and
-/// returns the number of characters (`base64_len(src.len())`).
-fn base64url_encode(src: &[u8], out: &mut [u8]) -> usize {
-    let mut ac: u32 = 0;
-    let mut bits = 0u32;
-    let mut n = 0;
-    for &b in src {
-        ac = (ac << 8) | b as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out[n] = BASE64URL[((ac >> bits) & 0x3f) as usize];
-            n += 1;
-        }
-    }
-    if bits > 0 {
-        out[n] = BASE64URL[((ac << (6 - bits)) & 0x3f) as usize];
-        n += 1;
-    }
-    n
-}
-
-/// Inverse of [`base64url_encode`]: rejects characters outside the alphabet and
-/// non-zero leftover bits (kernel `fscrypt_base64url_decode()`).
+/// [`base64url::decode`] (the kernel's rules) with its errors as no-key
+/// name errors (`TooLong` when `out` overflows).
 fn base64url_decode(src: &[u8], out: &mut [u8]) -> Result<usize, NoKeyError> {
-    let mut ac: u32 = 0;
-    let mut bits = 0u32;
-    let mut n = 0;
-    for &c in src {
-        let v = base64url_value(c).ok_or(NoKeyError::BadEncoding)?;
-        ac = (ac << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            *out.get_mut(n).ok_or(NoKeyError::TooLong(src.len()))? = (ac >> bits) as u8;
-            n += 1;
-        }
-        ac &= (1 << bits) - 1;
-    }
-    if ac != 0 {
-        return Err(NoKeyError::BadEncoding);
-    }
-    Ok(n)
+    base64url::decode(src, out).map_err(|e| match e {
+        Base64Error::OutputTooSmall => NoKeyError::TooLong(src.len()),
+        _ => NoKeyError::BadEncoding,
+    })
 }
 
 /// An encoded no-key name: a stack buffer of at most 252 ASCII characters.
@@ -160,7 +113,7 @@ pub fn encode(ciphertext: &[u8], hash: u32, minor_hash: u32) -> NoKeyNameBuf {
     let mut s = [0u8; NOKEY_STRUCT_MAX];
     let size = nokey_struct(ciphertext, hash, minor_hash, &mut s);
     let mut buf = [0u8; NOKEY_NAME_MAX];
-    let len = base64url_encode(&s[..size], &mut buf);
+    let len = base64url::encode(&s[..size], &mut buf);
     NoKeyNameBuf {
         buf,
         len: len as u8,
@@ -281,7 +234,7 @@ impl NoKeyName {
             None => BYTES_OFFSET + n,
         };
         let mut buf = [0u8; NOKEY_NAME_MAX];
-        let len = base64url_encode(&s[..size], &mut buf);
+        let len = base64url::encode(&s[..size], &mut buf);
         NoKeyNameBuf {
             buf,
             len: len as u8,
@@ -460,7 +413,7 @@ mod tests {
         for n in 0..=NOKEY_STRUCT_MAX {
             let src: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
             let mut enc = [0u8; NOKEY_NAME_MAX];
-            let len = base64url_encode(&src, &mut enc);
+            let len = base64url::encode(&src, &mut enc);
             assert_eq!(len, base64_len(n));
             let mut dec = [0u8; NOKEY_STRUCT_MAX];
             let m = base64url_decode(&enc[..len], &mut dec).unwrap();
@@ -490,7 +443,7 @@ mod tests {
         );
         // 158 decoded bytes: between 157 and 189.
         let mut buf = [0u8; NOKEY_NAME_MAX];
-        let n = base64url_encode(&[1u8; 158], &mut buf);
+        let n = base64url::encode(&[1u8; 158], &mut buf);
         assert_eq!(
             NoKeyName::decode(&buf[..n]),
             Err(NoKeyError::BadDecodedSize(158))

@@ -4,7 +4,7 @@
 //!   checked it, e.g. pam_unix, which must come first) with `pam_set_data`
 //!   in a zeroizing buffer, when the user has a login protector;
 //! * `session` open: unlocks every directory the user's login protector
-//!   protects (adds the policy keys to the filesystem keyring) with the
+//!   protects (adds the policy keys to the keyring the config chooses) with the
 //!   stashed password, then drops it; close: at the user's last session,
 //!   with the `lock_policies` option, removes those keys;
 //! * `password`: re-wraps the login protector from `PAM_OLDAUTHTOK` to
@@ -14,7 +14,13 @@
 //!
 //! Options: `lock_policies`, `root_mnt=PATH` (where login protectors live;
 //! default `/`), `config=PATH` (the google/fscrypt config, default
-//! `/etc/fscrypt.conf`, for `allow_cross_user_metadata`), `debug`.
+//! `/etc/fscrypt.conf`, for `allow_cross_user_metadata` and
+//! `use_fs_keyring_for_v1_policies`), `debug`.
+//!
+//! The flow itself is `fscrypt_actions::login`'s, the same library the
+//! CLI uses: the same protectors are trusted and v1 keys go to the same
+//! keyring (the user's user keyring unless the config says
+//! `use_fs_keyring_for_v1_policies`).
 //!
 //! Only metadata owned by root or the user is used (unless the config's
 //! `allow_cross_user_metadata`), only mounts that can hold fscrypt metadata
@@ -215,9 +221,9 @@ fn authenticate(ctx: &Ctx) -> c_int {
     let Some((name, uid)) = ctx.user() else {
         return PAM_IGNORE;
     };
-    match logic::login_protector(&ctx.opts, uid) {
-        Ok(Some(_)) => {}
-        Ok(None) => {
+    match logic::has_login_protector(&ctx.opts, uid) {
+        Ok(true) => {}
+        Ok(false) => {
             ctx.log(LOG_DEBUG, &format!("{name} has no login protector"));
             return PAM_IGNORE;
         }

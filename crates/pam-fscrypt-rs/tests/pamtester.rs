@@ -229,7 +229,7 @@ fn login_unlocks_logout_locks_password_change_rewraps() {
 /// world-writable (01777, as `setup --all-users` makes it), and a second
 /// user, the attacker.
 struct Login {
-    fs: fscrypt_linux::loopfs::LoopExt4,
+    fs: test_support::loopfs::LoopExt4,
     tmp: TempDir,
     user: TestUser,
     attacker: TestUser,
@@ -241,6 +241,12 @@ const LOGIN_PW: &str = "Trust-Login-Pw-8";
 
 impl Login {
     fn new(t: &str, tag: &str) -> Option<Login> {
+        Login::with_policy_version(t, tag, 2)
+    }
+
+    /// [`Login::new`] with policies of `version` (1: keys in the
+    /// filesystem keyring while google/fscrypt makes the directory).
+    fn with_policy_version(t: &str, tag: &str, version: i64) -> Option<Login> {
         if !tool_available(t, "fscrypt", &["--version"], "fscrypt (scripts/setup.sh)")
             || !tool_available(t, "pamtester", &["-v"], "pamtester (scripts/setup.sh)")
             || !test_support::skip::setpriv_available(t)
@@ -261,6 +267,12 @@ impl Login {
         };
         let o = l.gfs(&["setup", "--time=1ms", "--quiet"], b"");
         assert!(o.status.success(), "{}", text(&o));
+        if version != 2 {
+            l.edit_config(|c| {
+                c.options.policy_version = version;
+                c.use_fs_keyring_for_v1_policies = true;
+            });
+        }
         for d in ["policies", "protectors"] {
             let d = l.mnt().join(".fscrypt").join(d);
             std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
@@ -340,10 +352,48 @@ impl Login {
     }
 
     fn set_cross_user(&self, allow: bool) {
+        self.edit_config(|c| c.allow_cross_user_metadata = allow);
+    }
+
+    fn edit_config(&self, f: impl FnOnce(&mut fscrypt_metadata::config::Config)) {
         let text = std::fs::read_to_string(self.conf()).unwrap();
         let mut c = fscrypt_metadata::config::Config::parse(&text).unwrap();
-        c.allow_cross_user_metadata = allow;
+        f(&mut c);
         std::fs::write(self.conf(), c.to_json()).unwrap();
+    }
+
+    /// The descriptor of the one policy on the filesystem.
+    fn policy(&self) -> String {
+        let names: Vec<String> = std::fs::read_dir(self.mnt().join(".fscrypt/policies"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        names[0].clone()
+    }
+
+    /// Whether the user's keyrings hold a key described by `descriptor`
+    /// (`/proc/keys` as the user lists the keys the user may view: its
+    /// user keyring's).
+    fn in_user_keyring(&self, descriptor: &str) -> bool {
+        let mut c = test_support::users::as_user(self.user.uid, self.user.uid, "cat");
+        c.arg("/proc/keys");
+        let o = test_support::run::output(&mut c, b"");
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l.contains("logon") && l.contains(descriptor))
+    }
+
+    /// Whether the filesystem keyring holds the key of v1 `descriptor`.
+    fn in_fs_keyring(&self, descriptor: &str) -> bool {
+        use fscrypt_linux::keyring::{KeyPresence, KeySpec, key_status};
+        let raw: [u8; 8] = hex::decode(descriptor).unwrap().try_into().unwrap();
+        key_status(self.mnt(), KeySpec::Descriptor(fscrypt::KeyDescriptor(raw)))
+            .unwrap()
+            .presence
+            == KeyPresence::Present
     }
 }
 
@@ -465,4 +515,80 @@ fn a_stopped_fuse_daemon_does_not_hang_login_or_logout() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(took < Duration::from_secs(10), "logout took {took:?}");
     assert!(!readable(&l.dir.join("f"), "secret"), "not locked");
+}
+
+/// v1 keys go where the config's `use_fs_keyring_for_v1_policies` says, as
+/// with the CLI (fscrypt-cli `gfs_interop.rs`,
+/// `v1_policies_both_ways_with_the_{user,filesystem}_keyring`): false
+/// (google/fscrypt's default), the user's user keyring; true, the
+/// filesystem keyring. Logout removes it from there.
+#[test]
+fn v1_keys_go_where_use_fs_keyring_for_v1_policies_says() {
+    let t = "pam_v1_keyring";
+    let Some(l) = Login::with_policy_version(t, "c", 1) else {
+        return;
+    };
+    let d = l.policy();
+    assert_eq!(d.len(), 16, "not a v1 policy: {d}");
+    let svc = l.service("v1");
+    for fs_keyring in [false, true] {
+        l.edit_config(|c| c.use_fs_keyring_for_v1_policies = fs_keyring);
+        let (o, _) = l.login(&svc, &["authenticate", "open_session"], &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(
+            l.in_fs_keyring(&d),
+            fs_keyring,
+            "use_fs_keyring_for_v1_policies: {fs_keyring}: filesystem keyring"
+        );
+        assert_eq!(
+            l.in_user_keyring(&d),
+            !fs_keyring,
+            "use_fs_keyring_for_v1_policies: {fs_keyring}: user keyring"
+        );
+        if fs_keyring {
+            assert!(readable(&l.dir.join("f"), "secret"));
+        }
+        let (o, _) = l.login(&svc, &["close_session"], &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        // An unlinked key stays listed in /proc/keys until the kernel's key
+        // garbage collector (asynchronous, security/keys/gc.c) has run.
+        let gone = (0..50).any(|_| {
+            let gone = !l.in_fs_keyring(&d) && !l.in_user_keyring(&d);
+            if !gone {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            gone
+        });
+        assert!(gone, "not locked: fs_keyring {fs_keyring}: {}", text(&o));
+    }
+}
+
+/// The login filesystem's `protectors/` owned by another (non-root) user:
+/// the login protector there is used only with
+/// `allow_cross_user_metadata`, as the CLI does with a protector reached
+/// through a link (fscrypt-cli `gfs_actions.rs`).
+#[test]
+fn a_login_filesystem_owned_by_another_user_is_used_only_with_cross_user_metadata() {
+    let t = "pam_root_owner";
+    let Some(l) = Login::new(t, "d") else {
+        return;
+    };
+    let svc = l.service("owner");
+    let prot = l.mnt().join(".fscrypt/protectors");
+    std::os::unix::fs::chown(&prot, Some(l.attacker.uid), Some(l.attacker.uid)).unwrap();
+    let (o, _) = l.login(&svc, &["authenticate", "open_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !readable(&l.dir.join("f"), "secret"),
+        "a protector in another user's directory was used"
+    );
+    let (o, _) = l.login(&svc, &["close_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    l.set_cross_user(true);
+    let (o, _) = l.login(&svc, &["authenticate", "open_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(readable(&l.dir.join("f"), "secret"));
+    let (o, _) = l.login(&svc, &["close_session"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!readable(&l.dir.join("f"), "secret"));
 }

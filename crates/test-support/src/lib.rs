@@ -19,7 +19,8 @@
 //! | [`logs`] | capturing this process's `log` records |
 //! | [`env`] | `FSCRYPT_RS_LONG_TESTS` and durations that depend on it |
 //! | `fuse` (feature `fuse`) | the in-process mount harness: a vault mounted by `BackgroundMount`, unmounted on drop |
-//! | `loopdev` (feature `loopdev`) | scratch loop-device ext4 (over `fscrypt_linux::loopfs`), raw block edits |
+//! | `loopfs` (feature `loopdev`) | `LoopExt4`: a scratch ext4 on a loop device (mkfs, losetup, mount; all undone on drop) |
+//! | `loopdev` (feature `loopdev`) | scratch loop-device ext4 with loud skips (over `loopfs`), raw block edits |
 
 pub mod alloc;
 pub mod bytes;
@@ -31,6 +32,8 @@ pub mod fuse;
 pub mod logs;
 #[cfg(feature = "loopdev")]
 pub mod loopdev;
+#[cfg(feature = "loopdev")]
+pub mod loopfs;
 pub mod mount;
 pub mod procs;
 pub mod run;

@@ -1,11 +1,11 @@
 //! Scratch loop-device ext4 for the kernel tests (feature `loopdev`), over
-//! `fscrypt_linux::loopfs::LoopExt4`, and raw edits of the device.
+//! [`crate::loopfs::LoopExt4`], and raw edits of the device.
 
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
-use fscrypt_linux::ext4::Ext4;
-use fscrypt_linux::loopfs::LoopExt4;
+use crate::loopfs::LoopExt4;
+use fscrypt_ext4::Ext4;
 
 /// `mkfs.ext4` options of an fscrypt-capable ext4 with 4 KiB blocks.
 pub const MKFS_4K: &[&str] = &["-b", "4096", "-O", "encrypt,stable_inodes"];

@@ -9,11 +9,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-// The same command module as `fscrypt-rs bench` (its `exec`, which hands
-// over to this binary, is unused here).
-#[path = "../commands/bench.rs"]
-#[allow(dead_code)]
-mod bench;
+// The same command module as `fscrypt-rs bench`, from the crate's library
+// target (its `exec`, which hands over to this binary, is unused here).
+use fscrypt_cli::commands::bench;
 
 /// Every allocation and reallocation of this process is counted.
 #[global_allocator]

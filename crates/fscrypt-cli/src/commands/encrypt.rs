@@ -2,25 +2,24 @@
 //! directory: a protector (new or given), a new policy whose random key it
 //! wraps, the key added to the filesystem keyring, the policy set. With
 //! `--convert`, a directory that holds files: the policy goes on an empty
-//! directory beside it and `fscrypt_linux::convert` copies, verifies and
-//! swaps the tree in (resumably).
+//! directory beside it and `fscrypt_actions::convert` copies, verifies and
+//! swaps the tree in (resumably). The transaction is
+//! `fscrypt_actions::create`'s; this parses, asks for secrets and renders.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use fscrypt_linux::convert::{self, Conversion, ConvertError, Phase};
-
-use zeroize::Zeroizing;
-
-use fscrypt_metadata::actions;
+use fscrypt_actions::convert::{self, Conversion, Phase};
+use fscrypt_actions::create::{self, Chosen, Created};
+use fscrypt_actions::{Context, User, protector};
 use fscrypt_metadata::config::Config;
 use fscrypt_metadata::proto::{ProtectorData, SourceType};
 use fscrypt_metadata::recovery;
 use fscrypt_metadata::store::Store;
 
 use crate::support::gfs::{
-    self, EXIT_ALREADY, EXIT_CONVERT_REFUSED, EXIT_NOT_EMPTY, MountId, OutputArgs, SecretArgs,
+    self, EXIT_CONVERT_REFUSED, MountId, OutputArgs, SecretArgs, convert_failure,
 };
 use crate::support::kernel;
 
@@ -120,42 +119,32 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         Some(c) => return run_conversion(&args, c, None),
         None => None,
     };
-    if gfs::dir_policy(dir)?.is_some() {
-        // A conversion that finished just before its recovery instructions
-        // were moved in: deliver them now.
-        if let Some(r) = deliver_recovery_readme(dir)? {
-            if !args.out.quiet {
-                println!(
-                    "The conversion of {} was complete; its recovery passphrase is in {}.",
-                    dir.display(),
-                    r.display()
-                );
+    let empty = match create::check_target(dir) {
+        Ok(empty) => empty,
+        Err(e @ fscrypt_actions::Error::AlreadyEncrypted { .. }) => {
+            // A conversion that finished just before its recovery
+            // instructions were moved in: deliver them now.
+            if let Some(r) = deliver_recovery_readme(dir)? {
+                if !args.out.quiet {
+                    println!(
+                        "The conversion of {} was complete; its recovery passphrase is in {}.",
+                        dir.display(),
+                        r.display()
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
             }
-            return Ok(ExitCode::SUCCESS);
+            return Err(gfs::actions(e));
         }
-        return Err(gfs::failure(
-            EXIT_ALREADY,
-            "already_encrypted",
-            format!(
-                "{} is already encrypted; see `fscrypt-rs status {}`",
-                dir.display(),
-                dir.display()
-            ),
-        ));
-    }
+        Err(e) => return Err(gfs::actions(e)),
+    };
     let start = match start {
         Some(s) => Some(s),
-        None if std::fs::read_dir(dir)?.next().is_some() => {
+        None if !empty => {
             if !args.convert {
-                return Err(gfs::failure(
-                    EXIT_NOT_EMPTY,
-                    "directory_not_empty",
-                    format!(
-                        "{} is not empty; add --convert to encrypt it in place (copy, verify, \
-                         swap), or encrypt an empty directory and move the files in",
-                        dir.display()
-                    ),
-                ));
+                return Err(gfs::actions(fscrypt_actions::Error::NotEmpty {
+                    path: dir.clone(),
+                }));
             }
             // Refusals (mount point, open files, space) before anything
             // is written.
@@ -164,22 +153,16 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let store = gfs::store_of(dir)?;
-    let config = Config::load().map_err(gfs::meta)?;
+    let ctx = Context::for_caller();
+    let store = ctx.store_of(dir).map_err(gfs::actions)?;
+    let config = ctx.require_config().map_err(gfs::actions)?;
     let chosen = match &args.protector {
         Some(r) => {
-            let pstore = Store::new(std::fs::canonicalize(&r.mount)?, gfs::trust());
-            pstore.check_setup().map_err(gfs::meta)?;
-            let p = pstore.protector(&r.id).map_err(gfs::meta)?;
+            let pstore = ctx.store_at_checked(&r.mount).map_err(gfs::actions)?;
+            let l = protector::locate(&ctx, &pstore, &r.id).map_err(gfs::actions)?;
             let what = format!("protector {}", r.id);
-            let secret = gfs::read_secret(&args.secret, p.source_type(), &what, false)?;
-            let key = actions::open_protector(&p, &secret).map_err(gfs::meta)?;
-            Chosen {
-                protector: p,
-                key,
-                store: pstore,
-                created: false,
-            }
+            let secret = gfs::read_secret(&args.secret, l.data.source_type(), &what, false)?;
+            Chosen::open(l.store, l.data, &secret).map_err(gfs::actions)?
         }
         None => {
             let source = match args.source.as_deref() {
@@ -187,8 +170,8 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 None => config.source,
             };
             if source == SourceType::PamPassphrase {
-                let chosen = login_protector(&args, &config)?;
-                return encrypt_with(&args, &store, &config, chosen, start);
+                let chosen = login_protector(&args, &ctx, config)?;
+                return encrypt_with(&args, &ctx, &store, config, chosen, start);
             }
             if args.user.is_some() {
                 anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
@@ -199,29 +182,19 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                     source.name()
                 );
             };
-            for d in store.protectors().map_err(gfs::meta)? {
-                if let Ok(p) = store.protector(&d)
-                    && p.name == name
-                {
-                    anyhow::bail!(
-                        "there is already a protector named {name:?} ({d}); use --protector {}:{d} or another --name",
-                        store.mount().display()
-                    );
-                }
+            if let Some(d) = create::protector_named(&store, &name).map_err(gfs::actions)? {
+                anyhow::bail!(
+                    "there is already a protector named {name:?} ({d}); use --protector {}:{d} or another --name",
+                    store.mount().display()
+                );
             }
             let secret =
                 gfs::read_secret(&args.secret, source, &format!("protector {name:?}"), true)?;
-            let (p, key) = actions::new_protector(source, &name, &config.hash_costs, &secret, 0)
-                .map_err(gfs::meta)?;
-            Chosen {
-                protector: p,
-                key,
-                store: store.clone(),
-                created: true,
-            }
+            Chosen::new(store.clone(), source, &name, &config.hash_costs, &secret, 0)
+                .map_err(gfs::actions)?
         }
     };
-    encrypt_with(&args, &store, &config, chosen, start)
+    encrypt_with(&args, &ctx, &store, config, chosen, start)
 }
 
 /// How a conversion begins once the protector is chosen.
@@ -235,30 +208,8 @@ enum Start {
 /// Ctrl-C during a conversion: stop at the next safe point.
 static CANCEL: AtomicBool = AtomicBool::new(false);
 
-/// Exit status after Ctrl-C (128 + SIGINT).
-const EXIT_INTERRUPTED: u8 = 130;
-
 const FREED_BLOCKS_NOTE: &str = "the plaintext was deleted, not erased: its freed blocks may \
      remain readable on the device until overwritten (on SSDs possibly longer)";
-
-/// The exit status and one-line reason of a conversion error.
-fn convert_failure(e: ConvertError) -> anyhow::Error {
-    let (code, kind) = match &e {
-        ConvertError::MountPoint(_) => (EXIT_CONVERT_REFUSED, "mount_point"),
-        ConvertError::OpenFiles { .. } => (EXIT_CONVERT_REFUSED, "files_open"),
-        ConvertError::NoSpace { .. } | ConvertError::NoInodes { .. } => {
-            (EXIT_CONVERT_REFUSED, "no_space")
-        }
-        ConvertError::Locked(_) => (EXIT_CONVERT_REFUSED, "locked"),
-        ConvertError::OutsideLink(_) => (EXIT_CONVERT_REFUSED, "hard_link_outside"),
-        ConvertError::NotOwner { .. } => (EXIT_CONVERT_REFUSED, "not_owner"),
-        ConvertError::Kept { .. } => (1, "changed_during_swap"),
-        ConvertError::Interrupted => (EXIT_INTERRUPTED, "interrupted"),
-        ConvertError::BadState { .. } => (gfs::EXIT_INSECURE, "bad_conversion_state"),
-        _ => (1, "convert_failed"),
-    };
-    gfs::failure(code, kind, e.to_string())
-}
 
 /// Runs (or continues) a prepared conversion and prints the outcome;
 /// `what` describes the policy and protector when they were just made.
@@ -311,60 +262,41 @@ fn run_conversion(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The protector a new policy is wrapped by.
-struct Chosen {
-    protector: fscrypt_metadata::proto::ProtectorData,
-    key: fscrypt_metadata::keys::Key32,
-    /// Where the protector is (or goes, when created).
-    store: Store,
-    created: bool,
-}
-
 /// The user's login protector on the root filesystem: opened with the
 /// login passphrase when it exists, else created.
-fn login_protector(args: &Args, config: &Config) -> anyhow::Result<Chosen> {
+fn login_protector(args: &Args, ctx: &Context, config: &Config) -> anyhow::Result<Chosen> {
     if args.name.is_some() {
         anyhow::bail!(
             "login protectors are identified by their user, not a name: drop --name (and give --user NAME)"
         );
     }
-    let user = gfs::login_user(args.user.as_deref())?;
-    let root = gfs::root_store()?;
+    let user = User::named_or_caller(args.user.as_deref()).map_err(gfs::actions)?;
+    let (root, found) = create::login_protector(ctx, &user).map_err(gfs::actions)?;
     let what = format!("login passphrase of {}", user.name);
-    match fscrypt_metadata::login::login_protector(&root, i64::from(user.uid)).map_err(gfs::meta)? {
+    match found {
         Some(p) => {
             let secret = gfs::read_secret(&args.secret, p.source_type(), &what, false)?;
-            let key = actions::open_protector(&p, &secret).map_err(gfs::meta)?;
-            Ok(Chosen {
-                protector: p,
-                key,
-                store: root,
-                created: false,
-            })
+            Chosen::open(root, p, &secret).map_err(gfs::actions)
         }
         None => {
             let secret = gfs::read_secret(&args.secret, SourceType::PamPassphrase, &what, true)?;
             gfs::check_login_passphrase(&user.name, &secret)?;
-            let (p, key) = actions::new_protector(
+            Chosen::new(
+                root,
                 SourceType::PamPassphrase,
                 "",
                 &config.hash_costs,
                 &secret,
-                i64::from(user.uid),
+                user.uid,
             )
-            .map_err(gfs::meta)?;
-            Ok(Chosen {
-                protector: p,
-                key,
-                store: root,
-                created: true,
-            })
+            .map_err(gfs::actions)
         }
     }
 }
 
 fn encrypt_with(
     args: &Args,
+    ctx: &Context,
     store: &Store,
     config: &Config,
     chosen: Chosen,
@@ -386,98 +318,29 @@ fn encrypt_with(
     };
     let target = conv.as_ref().map(Conversion::encrypted_dir);
     let dir: &Path = target.as_deref().unwrap_or(&args.dir);
-    let Chosen {
+    let options = create::policy_options(&config.options, args.policy_options.as_deref())
+        .map_err(gfs::actions)?;
+    let recovery_for = (!args.no_recovery).then_some(args.dir.as_path());
+    let made = create::create(
+        ctx,
+        store,
+        dir,
+        chosen,
+        &options,
+        recovery_for,
+        &config.hash_costs,
+    )
+    .map_err(gfs::actions)?;
+    let Created {
+        policy,
+        kernel: kpolicy,
         protector,
-        key: protector_key,
-        store: pstore,
-        created: new_protector,
-    } = chosen;
-    // Root encrypting with a user's login protector: the new metadata is
-    // the user's (google/fscrypt's rule), so the user can read it.
-    let owner = metadata_owner(&protector);
-    let store = &store.clone().owned_by(owner);
-    let pstore = pstore.owned_by(owner);
-    let options = policy_options(&config.options, args.policy_options.as_deref())?;
-    let (mut policy, policy_key) =
-        actions::new_policy(&options, &protector.protector_descriptor, &protector_key)
-            .map_err(gfs::meta)?;
-    let kpolicy = gfs::kernel_policy(&policy)?;
-    // google/fscrypt's rule: a policy whose protector is on another
-    // filesystem also gets a recovery passphrase, kept beside the policy.
-    let elsewhere = pstore.mount() != store.mount();
-    let recovery = if elsewhere && !args.no_recovery {
-        Some(new_recovery(
-            store,
-            &mut policy,
-            &policy_key,
-            &args.dir,
-            &config.hash_costs,
-        )?)
-    } else {
-        None
-    };
-    let drop_recovery = || {
-        if let Some((_, rp)) = &recovery {
-            let _ = store.remove_protector(&rp.protector_descriptor);
-        }
-    };
-    // Metadata first (a crash leaves unused metadata, never an encrypted
-    // directory without its policy file), then the key, then the policy.
-    if let Some((_, rp)) = &recovery {
-        store.put_protector(rp).map_err(gfs::meta)?;
-    }
-    if new_protector && let Err(e) = pstore.put_protector(&protector) {
-        drop_recovery();
-        return Err(gfs::meta(e));
-    }
-    let linked = if elsewhere {
-        let target = gfs::main_mount_of(pstore.mount())?;
-        match fscrypt_metadata::login::link_protector(
-            store,
-            &protector.protector_descriptor,
-            &target,
-        ) {
-            Ok(made) => made,
-            Err(e) => {
-                if new_protector {
-                    let _ = pstore.remove_protector(&protector.protector_descriptor);
-                }
-                drop_recovery();
-                return Err(gfs::meta(e));
-            }
-        }
-    } else {
-        false
-    };
-    let undo = |key_added: bool| {
-        if key_added {
-            let _ = fscrypt_linux::keyring::remove_key(
-                store.mount(),
-                gfs::policy_key_spec(&kpolicy).1,
-                false,
-            );
-        }
-        let _ = std::fs::remove_file(store.policy_dir().join(&policy.key_descriptor));
-        if new_protector {
-            let _ = pstore.remove_protector(&protector.protector_descriptor);
-        }
-        if linked {
-            let _ = store.remove_protector(&protector.protector_descriptor);
-        }
-        drop_recovery();
-    };
-    if let Err(e) = store.put_policy(&policy) {
-        undo(false);
-        return Err(gfs::meta(e));
-    }
-    if let Err(e) = gfs::add_policy_key(store.mount(), &policy, &policy_key[..]) {
-        undo(false);
-        return Err(e);
-    }
-    if let Err(e) = fscrypt_linux::policy::set_policy(dir, &kpolicy) {
-        undo(true);
-        return Err(e.into());
-    }
+        protector_created: new_protector,
+        recovery,
+        store,
+        ..
+    } = made;
+    let store = &store;
     if let Some(mut c) = conv.take() {
         let text = format!(
             "policy {}, protector {}: {}",
@@ -543,88 +406,6 @@ fn encrypt_with(
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Owner (uid, gid) for new metadata: the login protector's user when
-/// root writes it, else `None` (the caller's).
-fn metadata_owner(p: &ProtectorData) -> Option<(u32, u32)> {
-    if p.source_type() != SourceType::PamPassphrase || !rustix::process::geteuid().is_root() {
-        return None;
-    }
-    let uid = u32::try_from(p.uid).ok()?;
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
-    Some((uid, user.gid.as_raw()))
-}
-
-/// A recovery protector for `dir` (named so no protector on `store` has
-/// the name), added to `policy`; not stored yet.
-fn new_recovery(
-    store: &Store,
-    policy: &mut fscrypt_metadata::proto::PolicyData,
-    policy_key: &fscrypt_metadata::actions::PolicyKey,
-    dir: &Path,
-    costs: &fscrypt_metadata::proto::HashingCosts,
-) -> anyhow::Result<(Zeroizing<Vec<u8>>, ProtectorData)> {
-    let names: Vec<String> = store
-        .protectors()
-        .map_err(gfs::meta)?
-        .iter()
-        .filter_map(|d| store.protector(d).ok().map(|p| p.name))
-        .collect();
-    let dirname = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| dir.display().to_string());
-    let name = recovery::protector_name(&dirname, |n| names.iter().any(|x| x == n));
-    recovery::add_recovery(policy, policy_key, &name, costs).map_err(gfs::meta)
-}
-
-/// The config's policy options with `--policy-options` applied.
-///
-/// # Errors
-/// An unknown key, mode or number (checked further by `new_policy`).
-fn policy_options(
-    base: &fscrypt_metadata::proto::EncryptionOptions,
-    given: Option<&str>,
-) -> anyhow::Result<fscrypt_metadata::proto::EncryptionOptions> {
-    use fscrypt_metadata::proto::Mode;
-    let mut o = base.clone();
-    for kv in given.unwrap_or("").split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').ok_or_else(|| {
-            anyhow::anyhow!("--policy-options: {kv:?} is not KEY=VALUE (e.g. version=2,padding=32)")
-        })?;
-        let mode = || {
-            Mode::from_name(v).map(|m| m as i32).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--policy-options: unknown mode {v:?}; use AES_256_XTS, AES_256_CTS, \
-                     AES_128_CBC, AES_128_CTS, Adiantum or AES_256_HCTR2"
-                )
-            })
-        };
-        match k {
-            "version" | "policy_version" => {
-                o.policy_version = match v {
-                    "1" => 1,
-                    "2" => 2,
-                    _ => anyhow::bail!("--policy-options: version must be 1 or 2, not {v:?}"),
-                }
-            }
-            "contents" => o.contents = mode()?,
-            "filenames" => o.filenames = mode()?,
-            "padding" => {
-                o.padding = match v {
-                    "4" | "8" | "16" | "32" => v.parse()?,
-                    _ => {
-                        anyhow::bail!("--policy-options: padding must be 4, 8, 16 or 32, not {v:?}")
-                    }
-                }
-            }
-            _ => anyhow::bail!(
-                "--policy-options: unknown key {k:?}; use version, contents, filenames, padding"
-            ),
-        }
-    }
-    Ok(o)
 }
 
 /// Owner (uid, gid) of `path`.

@@ -1,11 +1,12 @@
 //! `fscrypt-rs lock DIR`: remove a directory's key from the filesystem
 //! keyring; when files are still open, say which.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use fscrypt::Policy;
-use fscrypt_linux::keyring::{self, KeyPresence, RemovalOutcome};
+use fscrypt_actions::Context;
+use fscrypt_actions::keyring::Removal;
+use fscrypt_actions::policy::{self, LockOutcome};
 
 use crate::commands::remove_key::{EXIT_FILES_BUSY, EXIT_OTHER_USERS};
 use crate::support::gfs::{self, OutputArgs};
@@ -38,60 +39,14 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     gfs::report(json, || exec_inner(args))
 }
 
-/// Open files under `dir`: `/proc/PID/fd/*` links pointing below it (at
-/// most 20; those of processes we may not inspect are missed).
-fn open_files(dir: &Path) -> Vec<String> {
-    let Ok(dir) = std::fs::canonicalize(dir) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let pid = p.file_name();
-        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Ok(target) = std::fs::read_link(fd.path())
-                && target.starts_with(&dir)
-            {
-                out.push(format!(
-                    "{} (pid {})",
-                    target.display(),
-                    pid.to_string_lossy()
-                ));
-                if out.len() >= 20 {
-                    return out;
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Evicts unused dentries and inodes (`/proc/sys/vm/drop_caches` = 2)
-/// after a sync: whether it could (root).
-fn drop_caches() -> bool {
-    rustix::fs::sync();
-    std::fs::write("/proc/sys/vm/drop_caches", "2\n").is_ok()
-}
-
 fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let dir = &args.dir;
-    let Some(kpolicy) = gfs::dir_policy(dir)? else {
-        anyhow::bail!("{} is not encrypted", dir.display());
-    };
-    let mount = gfs::mount_of(dir)?;
-    let (descriptor, spec) = gfs::policy_key_spec(&kpolicy);
+    let ctx = Context::for_caller();
+    let report = policy::lock(&ctx, dir, args.all_users).map_err(gfs::actions)?;
     let print = |word: &str, text: String, files: &[String]| -> anyhow::Result<()> {
         if args.out.json {
             kernel::print_json(&serde_json::json!({
-                "ok": true, "dir": dir.display().to_string(), "policy": descriptor,
+                "ok": true, "dir": dir.display().to_string(), "policy": report.descriptor,
                 "outcome": word, "open_files": files,
             }))?;
         } else if !args.out.quiet || word == "incompletely_removed" {
@@ -102,26 +57,24 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     };
-    if gfs::key_presence(&mount, &kpolicy) == Some(KeyPresence::Absent) {
-        print(
-            "already_locked",
-            format!("{} is already locked.", dir.display()),
-            &[],
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    // Write back dirty data while the key is still there.
-    rustix::fs::sync();
-    if let Policy::V1(p1) = &kpolicy
-        && keyring::user::remove(&gfs::fs_type(&mount), p1.master_key_descriptor)?
-    {
-        // A user-keyring key (google/fscrypt's v1 default): open files keep
-        // their keys until their inodes go, so drop the caches, as
-        // google/fscrypt does (root only).
-        return if drop_caches() {
+    let files = &report.open_files;
+    match report.outcome {
+        LockOutcome::AlreadyLocked => {
+            print(
+                "already_locked",
+                format!("{} is already locked.", dir.display()),
+                &[],
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        LockOutcome::Removed(Removal::Removed) => {
             print("removed", format!("{} is now locked.", dir.display()), &[])?;
             Ok(ExitCode::SUCCESS)
-        } else {
+        }
+        // A user-keyring key (google/fscrypt's v1 default): open files
+        // keep their keys until their inodes go; dropping the caches needs
+        // root.
+        LockOutcome::Removed(Removal::UserKeyringCachesKept) => {
             print(
                 "incompletely_removed",
                 format!(
@@ -131,18 +84,11 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                     dir.display(),
                     dir.display()
                 ),
-                &open_files(dir),
+                files,
             )?;
             Ok(ExitCode::from(EXIT_FILES_BUSY))
-        };
-    }
-    match keyring::remove_key(&mount, spec, args.all_users)? {
-        RemovalOutcome::Removed => {
-            print("removed", format!("{} is now locked.", dir.display()), &[])?;
-            Ok(ExitCode::SUCCESS)
         }
-        RemovalOutcome::FilesBusy => {
-            let files = open_files(dir);
+        LockOutcome::Removed(Removal::FilesBusy) => {
             print(
                 "incompletely_removed",
                 format!(
@@ -151,11 +97,11 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                     dir.display(),
                     dir.display()
                 ),
-                &files,
+                files,
             )?;
             Ok(ExitCode::from(EXIT_FILES_BUSY))
         }
-        RemovalOutcome::OtherUsers => {
+        LockOutcome::Removed(Removal::OtherUsers) => {
             print(
                 "other_users",
                 format!(

@@ -5,11 +5,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use fscrypt_metadata::config::{self, Config};
-use fscrypt_metadata::store::Store;
-
-use fscrypt_metadata::actions;
-use fscrypt_metadata::proto::{PolicyData, ProtectorData, SourceType};
+use fscrypt_actions::Context;
+use fscrypt_actions::metadata::{self, At, NewProtector, Role, SecretFor};
+use fscrypt_metadata::proto::SourceType;
+use zeroize::Zeroizing;
 
 use crate::support::gfs::{self, MountId, OutputArgs, SecretArgs};
 use crate::support::kernel;
@@ -247,168 +246,156 @@ fn done(json: bool, quiet: bool, j: serde_json::Value, text: &str) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
-/// The checked store of the filesystem mounted at (or holding) `mount`.
-fn store_at(mount: &std::path::Path) -> anyhow::Result<Store> {
-    let m =
-        std::fs::canonicalize(mount).map_err(|e| anyhow::anyhow!("{}: {e}", mount.display()))?;
-    gfs::store_of(&m)
+/// A `MOUNT:ID` argument as the actions take it.
+fn at(r: &MountId) -> At<'_> {
+    At {
+        mount: &r.mount,
+        id: &r.id,
+    }
 }
 
-/// A protector named by `MOUNT:ID`: the file there or behind its link.
-fn protector_at(r: &MountId) -> anyhow::Result<(Store, ProtectorData)> {
-    gfs::locate_protector(&store_at(&r.mount)?, &r.id)
+/// Where the secrets an action asks for come from.
+#[derive(Default)]
+struct Secrets {
+    /// A new protector's secret, or the named protector's.
+    named: SecretArgs,
+    /// The `--unlock-with` protector's.
+    unlock: SecretArgs,
+    /// A raw-key protector's new key file.
+    new_key: Option<PathBuf>,
+    /// The new passphrase's file.
+    new_passfile: Option<PathBuf>,
 }
 
-/// A policy named by `MOUNT:ID`.
-fn policy_at(r: &MountId) -> anyhow::Result<(Store, PolicyData)> {
-    let store = store_at(&r.mount)?;
-    let p = store.policy(&r.id).map_err(gfs::meta)?;
-    Ok((store, p))
-}
+impl Secrets {
+    /// Reads the secret `req` asks for (from the terminal, a file or
+    /// stdin); a new login protector's passphrase is checked with PAM.
+    fn read(&self, req: SecretFor<'_>) -> anyhow::Result<Zeroizing<Vec<u8>>> {
+        match req {
+            SecretFor::New {
+                source,
+                what,
+                login_user,
+            } => {
+                let secret = gfs::read_secret(&self.named, source, what, true)?;
+                if let Some(user) = login_user {
+                    gfs::check_login_passphrase(user, &secret)?;
+                }
+                Ok(secret)
+            }
+            SecretFor::Open { protector: p, role } => {
+                let args = match role {
+                    Role::Named => &self.named,
+                    Role::UnlockWith => &self.unlock,
+                };
+                let what = format!(
+                    "{} ({})",
+                    gfs::describe_protector(p),
+                    p.protector_descriptor
+                );
+                gfs::read_secret(args, p.source_type(), &what, false)
+            }
+            SecretFor::Replacement { protector: p } => {
+                if p.source_type() == SourceType::RawKey {
+                    return gfs::read_secret(
+                        &SecretArgs {
+                            key: self.new_key.clone(),
+                            pass: PassSource::default(),
+                        },
+                        SourceType::RawKey,
+                        "the new raw key (--new-key FILE)",
+                        false,
+                    );
+                }
+                let src = PassSource {
+                    passfile: self.new_passfile.clone(),
+                    ..PassSource::default()
+                };
+                let pass = src.read(
+                    &format!(
+                        "Enter the new passphrase for {}: ",
+                        gfs::describe_protector(p)
+                    ),
+                    true,
+                )?;
+                Ok(Zeroizing::new(pass.to_vec()))
+            }
+        }
+    }
 
-/// Opens a protector with a secret read as `secret` says.
-fn open(p: &ProtectorData, secret: &SecretArgs) -> anyhow::Result<fscrypt_metadata::keys::Key32> {
-    let what = format!(
-        "{} ({})",
-        gfs::describe_protector(p),
-        p.protector_descriptor
-    );
-    let s = gfs::read_secret(secret, p.source_type(), &what, false)?;
-    actions::open_protector(p, &s).map_err(gfs::meta)
+    /// [`Secrets::read`] as an action's callback.
+    fn callback(&self) -> impl FnMut(SecretFor<'_>) -> fscrypt_actions::Result<Zeroizing<Vec<u8>>> {
+        |req| self.read(req).map_err(gfs::SecretError::wrap)
+    }
 }
 
 fn create_protector(a: CreateProtectorArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::load().map_err(gfs::meta)?;
-    let source = match a.source.as_deref() {
-        Some(s) => SourceType::from_name(s).unwrap_or(SourceType::CustomPassphrase),
-        None => config.source,
+    let secrets = Secrets {
+        named: a.secret.clone(),
+        ..Secrets::default()
     };
-    let (store, name, uid) = if source == SourceType::PamPassphrase {
-        if a.name.is_some() {
-            anyhow::bail!("login protectors are identified by their user: drop --name");
-        }
-        let user = gfs::login_user(a.user.as_deref())?;
-        let root = gfs::root_store()?;
-        if store_at(&a.mountpoint)?.mount() != root.mount() {
-            anyhow::bail!(
-                "login protectors live on the root filesystem {}; give that mount point",
-                root.mount().display()
-            );
-        }
-        if let Some(p) = fscrypt_metadata::login::login_protector(&root, i64::from(user.uid))
-            .map_err(gfs::meta)?
-        {
-            return Err(gfs::failure(
-                gfs::EXIT_ALREADY,
-                "already_exists",
-                format!(
-                    "user {} already has a login protector ({}:{})",
-                    user.name,
-                    root.mount().display(),
-                    p.protector_descriptor
-                ),
-            ));
-        }
-        (root, user.name, i64::from(user.uid))
-    } else {
-        if a.user.is_some() {
-            anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
-        }
-        let Some(name) = a.name.clone() else {
-            anyhow::bail!(
-                "{} protectors must be named: add --name NAME",
-                source.name()
-            );
-        };
-        let store = store_at(&a.mountpoint)?;
-        for d in store.protectors().map_err(gfs::meta)? {
-            if store.protector(&d).is_ok_and(|p| p.name == name) {
-                anyhow::bail!(
-                    "there is already a protector named {name:?} ({d}); choose another --name"
-                );
-            }
-        }
-        (store, name, 0)
+    let req = NewProtector {
+        mount: &a.mountpoint,
+        source: a
+            .source
+            .as_deref()
+            .map(|s| SourceType::from_name(s).unwrap_or(SourceType::CustomPassphrase)),
+        name: a.name.as_deref(),
+        user: a.user.as_deref(),
     };
-    let what = if source == SourceType::PamPassphrase {
-        "the login protector".to_string()
-    } else {
-        format!("protector {name:?}")
-    };
-    let secret = gfs::read_secret(&a.secret, source, &what, true)?;
-    // For a login protector `name` is the user's (login protectors have no
-    // name of their own).
-    let name = if source == SourceType::PamPassphrase {
-        gfs::check_login_passphrase(&name, &secret)?;
-        String::new()
-    } else {
-        name
-    };
-    let (p, _) = actions::new_protector(source, &name, &config.hash_costs, &secret, uid)
-        .map_err(gfs::meta)?;
-    store.put_protector(&p).map_err(gfs::meta)?;
+    let made = metadata::create_protector(&Context::for_caller(), &req, &mut secrets.callback())
+        .map_err(gfs::actions)?;
+    let p = &made.protector;
     done(
         a.out.json,
         a.out.quiet,
-        serde_json::json!({"mount": store.mount().display().to_string(), "protector": gfs::protector_json(&p)}),
+        serde_json::json!({"mount": made.mount.display().to_string(), "protector": gfs::protector_json(p)}),
         &format!(
             "Protector {} created on {}: {}.",
             p.protector_descriptor,
-            store.mount().display(),
-            gfs::describe_protector(&p)
+            made.mount.display(),
+            gfs::describe_protector(p)
         ),
     )
 }
 
 fn create_policy(a: CreatePolicyArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::load().map_err(gfs::meta)?;
-    let store = store_at(&a.mountpoint)?;
-    let (pstore, prot) = protector_at(&a.protector)?;
-    let key = open(&prot, &a.secret)?;
-    let (policy, _) = actions::new_policy(&config.options, &prot.protector_descriptor, &key)
-        .map_err(gfs::meta)?;
-    let linked = link_if_needed(&store, &pstore, &prot.protector_descriptor)?;
-    if let Err(e) = store.put_policy(&policy) {
-        if linked {
-            let _ = store.remove_protector(&prot.protector_descriptor);
-        }
-        return Err(gfs::meta(e));
-    }
+    let secrets = Secrets {
+        named: a.secret.clone(),
+        ..Secrets::default()
+    };
+    let made = metadata::create_policy(
+        &Context::for_caller(),
+        &a.mountpoint,
+        at(&a.protector),
+        &mut secrets.callback(),
+    )
+    .map_err(gfs::actions)?;
+    let policy = &made.policy;
     done(
         a.out.json,
         a.out.quiet,
-        serde_json::json!({"mount": store.mount().display().to_string(), "policy": policy.key_descriptor,
-            "options": gfs::options_json(&policy.opts()), "protectors": [prot.protector_descriptor]}),
+        serde_json::json!({"mount": made.mount.display().to_string(), "policy": policy.key_descriptor,
+            "options": gfs::options_json(&policy.opts()), "protectors": [made.protector]}),
         &format!(
             "Policy {} created on {}, protected by {}.",
             policy.key_descriptor,
-            store.mount().display(),
-            prot.protector_descriptor
+            made.mount.display(),
+            made.protector
         ),
     )
 }
 
-/// A link on `store` to a protector kept on `pstore` (another filesystem);
-/// whether one was made.
-fn link_if_needed(store: &Store, pstore: &Store, d: &str) -> anyhow::Result<bool> {
-    if store.mount() == pstore.mount() {
-        return Ok(false);
-    }
-    let target = gfs::main_mount_of(pstore.mount())?;
-    fscrypt_metadata::login::link_protector(store, d, &target).map_err(gfs::meta)
-}
-
 fn destroy(a: DestroyArgs) -> anyhow::Result<ExitCode> {
+    let ctx = Context::for_caller();
     if let Some(r) = &a.policy {
-        let (store, p) = policy_at(r)?;
-        store.remove_policy(&p.key_descriptor).map_err(gfs::meta)?;
+        let d = metadata::destroy_policy(&ctx, at(r)).map_err(gfs::actions)?;
         return done(
             a.out.json,
             a.out.quiet,
-            serde_json::json!({"policy": p.key_descriptor}),
+            serde_json::json!({"policy": d}),
             &format!(
-                "Policy {} destroyed; directories using it can no longer be unlocked through fscrypt metadata.",
-                p.key_descriptor
+                "Policy {d} destroyed; directories using it can no longer be unlocked through fscrypt metadata."
             ),
         );
     }
@@ -416,107 +403,53 @@ fn destroy(a: DestroyArgs) -> anyhow::Result<ExitCode> {
         .protector
         .as_ref()
         .expect("clap requires --protector or --policy");
-    let store = store_at(&r.mount)?;
-    if !store.has_protector(&r.id) && store.link(&r.id).map_err(gfs::meta)?.is_none() {
-        return Err(gfs::meta(fscrypt_metadata::Error::NotFound {
-            kind: "protector",
-            descriptor: r.id.clone(),
-            mount: store.mount().to_path_buf(),
-        }));
-    }
-    let users: Vec<String> = fscrypt_metadata::login::policies_using(&store, &r.id)
-        .map_err(gfs::meta)?
-        .into_iter()
-        .map(|p| p.key_descriptor)
-        .collect();
-    if !users.is_empty() && !a.force {
-        anyhow::bail!(
-            "protector {} still protects policies {} on {}; remove it from them first              (metadata remove-protector-from-policy), or add --force",
-            r.id,
-            users.join(", "),
-            store.mount().display()
-        );
-    }
-    store.remove_protector(&r.id).map_err(gfs::meta)?;
+    let gone = metadata::destroy_protector(&ctx, at(r), a.force).map_err(gfs::actions)?;
     done(
         a.out.json,
         a.out.quiet,
-        serde_json::json!({"protector": r.id, "policies_affected": users}),
-        &format!(
-            "Protector {} destroyed on {}.",
-            r.id,
-            store.mount().display()
-        ),
+        serde_json::json!({"protector": r.id, "policies_affected": gone.policies_affected}),
+        &format!("Protector {} destroyed on {}.", r.id, gone.mount.display()),
     )
 }
 
 fn add_protector(a: AddArgs) -> anyhow::Result<ExitCode> {
-    let (store, mut policy) = policy_at(&a.policy)?;
-    let (pstore, prot) = protector_at(&a.protector)?;
-    if policy
-        .wrapped_policy_keys
-        .iter()
-        .any(|s| s.protector_descriptor == prot.protector_descriptor)
-    {
-        return Err(gfs::failure(
-            gfs::EXIT_ALREADY,
-            "already_exists",
-            format!(
-                "protector {} already protects policy {}",
-                prot.protector_descriptor, policy.key_descriptor
-            ),
-        ));
-    }
-    let add_secret = SecretArgs {
-        key: a.key.clone(),
-        pass: a.pass.clone(),
+    let secrets = Secrets {
+        named: SecretArgs {
+            key: a.key.clone(),
+            pass: a.pass.clone(),
+        },
+        unlock: SecretArgs {
+            key: a.unlock_key.clone(),
+            pass: a.pass.clone(),
+        },
+        ..Secrets::default()
     };
-    let new_key = open(&prot, &add_secret)?;
-    let slots: Vec<String> = policy
-        .wrapped_policy_keys
-        .iter()
-        .map(|s| s.protector_descriptor.clone())
-        .collect();
-    let via = match &a.unlock_with {
-        Some(r) => r.id.clone(),
-        None if slots.len() == 1 => slots[0].clone(),
-        None => anyhow::bail!(
-            "policy {} has several protectors ({}); choose one with --unlock-with MOUNTPOINT:ID",
-            policy.key_descriptor,
-            slots.join(", ")
-        ),
-    };
-    let (_, via_prot) = gfs::locate_protector(&store, &via)?;
-    let via_secret = SecretArgs {
-        key: a.unlock_key.clone(),
-        pass: a.pass.clone(),
-    };
-    let via_key = open(&via_prot, &via_secret)?;
-    let pkey = gfs::open_policy(&store, &policy, &via, &via_key)?;
-    actions::add_protector_to_policy(&mut policy, &pkey, &prot.protector_descriptor, &new_key)
-        .map_err(gfs::meta)?;
-    let linked = link_if_needed(&store, &pstore, &prot.protector_descriptor)?;
-    if let Err(e) = store.put_policy(&policy) {
-        if linked {
-            let _ = store.remove_protector(&prot.protector_descriptor);
-        }
-        return Err(gfs::meta(e));
-    }
+    let added = metadata::add_protector_to_policy(
+        &Context::for_caller(),
+        at(&a.protector),
+        at(&a.policy),
+        a.unlock_with.as_ref().map(|r| r.id.as_str()),
+        &mut secrets.callback(),
+    )
+    .map_err(gfs::actions)?;
     done(
         a.out.json,
         a.out.quiet,
-        serde_json::json!({"policy": policy.key_descriptor, "protector": prot.protector_descriptor, "linked": linked}),
+        serde_json::json!({"policy": added.policy, "protector": added.protector, "linked": added.linked}),
         &format!(
             "Protector {} now protects policy {}.",
-            prot.protector_descriptor, policy.key_descriptor
+            added.protector, added.policy
         ),
     )
 }
 
 fn remove_protector(a: RemoveArgs) -> anyhow::Result<ExitCode> {
-    let (store, mut policy) = policy_at(&a.policy)?;
-    actions::remove_protector_from_policy(&mut policy, &a.protector.id).map_err(gfs::meta)?;
-    store.put_policy(&policy).map_err(gfs::meta)?;
+    let policy = metadata::remove_protector_from_policy(
+        &Context::for_caller(),
+        &a.protector.id,
+        at(&a.policy),
+    )
+    .map_err(gfs::actions)?;
     done(
         a.out.json,
         a.out.quiet,
@@ -529,110 +462,71 @@ fn remove_protector(a: RemoveArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn change_passphrase(a: ChangeArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::load().map_err(gfs::meta)?;
-    let (pstore, prot) = protector_at(&a.protector)?;
-    let key = open(&prot, &a.secret)?;
-    let new = if prot.source_type() == SourceType::RawKey {
-        gfs::read_secret(
-            &SecretArgs {
-                key: a.new_key.clone(),
-                pass: PassSource::default(),
-            },
-            SourceType::RawKey,
-            "the new raw key (--new-key FILE)",
-            false,
-        )?
-    } else {
-        let src = PassSource {
-            passfile: a.new_passfile.clone(),
-            ..PassSource::default()
-        };
-        let p = src.read(
-            &format!(
-                "Enter the new passphrase for {}: ",
-                gfs::describe_protector(&prot)
-            ),
-            true,
-        )?;
-        zeroize::Zeroizing::new(p.to_vec())
+    let secrets = Secrets {
+        named: a.secret.clone(),
+        new_key: a.new_key.clone(),
+        new_passfile: a.new_passfile.clone(),
+        ..Secrets::default()
     };
-    let q =
-        actions::rewrap_open_protector(&prot, &key, &new, &config.hash_costs).map_err(gfs::meta)?;
-    pstore.put_protector(&q).map_err(gfs::meta)?;
+    let changed = metadata::change_passphrase(
+        &Context::for_caller(),
+        at(&a.protector),
+        &mut secrets.callback(),
+    )
+    .map_err(gfs::actions)?;
+    let q = &changed.protector;
     done(
         a.out.json,
         a.out.quiet,
-        serde_json::json!({"protector": q.protector_descriptor, "mount": pstore.mount().display().to_string()}),
+        serde_json::json!({"protector": q.protector_descriptor, "mount": changed.mount.display().to_string()}),
         &format!(
             "The passphrase of protector {} ({}) is changed.",
             q.protector_descriptor,
-            gfs::describe_protector(&q)
+            gfs::describe_protector(q)
         ),
     )
 }
 
 fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
-    let mount = match &args.mountpoint {
-        Some(m) => gfs::mount_of(m)?,
-        None => config::root_mount(),
-    };
-    let store = Store::new(&mount, gfs::trust());
-    store.check_setup().map_err(gfs::meta)?;
-    let conf = Config::load().ok();
-    // One damaged or hostile file is listed as unreadable; it never fails
-    // the dump of everything else.
-    let mut unreadable: Vec<(&str, String, String)> = Vec::new();
-    let mut protectors = Vec::new();
-    for d in store.protectors().map_err(gfs::meta)? {
-        match store.protector(&d) {
-            Ok(p) => protectors.push(p),
-            Err(e) => unreadable.push(("protector", d, e.to_string())),
-        }
-    }
-    let mut policies = Vec::new();
-    for d in store.policies().map_err(gfs::meta)? {
-        match store.policy(&d) {
-            Ok(p) => policies.push(p),
-            Err(e) => unreadable.push(("policy", d, e.to_string())),
-        }
-    }
+    let d =
+        metadata::dump(&Context::for_caller(), args.mountpoint.as_deref()).map_err(gfs::actions)?;
     if args.json {
         kernel::print_json(&serde_json::json!({
             "ok": true,
-            "config_path": config::path().display().to_string(),
-            "config": conf.as_ref().map(|c| serde_json::from_str::<serde_json::Value>(&c.to_json()).unwrap_or_default()),
-            "mount": mount.display().to_string(),
-            "setup_mode": store.setup_mode().map(|m| format!("{m:?}")),
-            "protectors": protectors.iter().map(gfs::protector_json).collect::<Vec<_>>(),
-            "policies": policies.iter().map(|p| serde_json::json!({
+            "config_path": d.config_path.display().to_string(),
+            "config": d.config.as_ref().map(|c| serde_json::from_str::<serde_json::Value>(&c.to_json()).unwrap_or_default()),
+            "mount": d.mount.display().to_string(),
+            "setup_mode": d.setup_mode.map(|m| format!("{m:?}")),
+            "protectors": d.protectors.iter().map(gfs::protector_json).collect::<Vec<_>>(),
+            "policies": d.policies.iter().map(|p| serde_json::json!({
                 "descriptor": p.key_descriptor,
                 "options": gfs::options_json(&p.opts()),
                 "protectors": p.wrapped_policy_keys.iter().map(|s| s.protector_descriptor.clone()).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-            "unreadable": unreadable.iter().map(|(kind, d, e)| serde_json::json!({
-                "kind": kind, "descriptor": d, "error": e,
+            "unreadable": d.unreadable.iter().map(|u| serde_json::json!({
+                "kind": u.kind, "descriptor": u.descriptor, "error": u.error,
             })).collect::<Vec<_>>(),
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut o = String::new();
-    match &conf {
+    match &d.config {
         Some(c) => o.push_str(&format!(
             "Config {}:\n{}",
-            config::path().display(),
+            d.config_path.display(),
             c.to_json()
         )),
         None => o.push_str(&format!(
             "Config {}: missing or invalid\n",
-            config::path().display()
+            d.config_path.display()
         )),
     }
     o.push_str(&format!(
         "\nFilesystem {} ({}):\n",
-        mount.display(),
-        store.base_dir().display()
+        d.mount.display(),
+        d.base_dir.display()
     ));
-    for p in &protectors {
+    for p in &d.protectors {
         o.push_str(&format!(
             "Protector {}: {}",
             p.protector_descriptor,
@@ -646,7 +540,7 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
         }
         o.push('\n');
     }
-    for p in &policies {
+    for p in &d.policies {
         let opts = p.opts();
         let slots: Vec<&str> = p
             .wrapped_policy_keys
@@ -665,8 +559,11 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
             slots.join(", ")
         ));
     }
-    for (kind, d, e) in &unreadable {
-        o.push_str(&format!("Unreadable {kind} {d}: {e}\n"));
+    for u in &d.unreadable {
+        o.push_str(&format!(
+            "Unreadable {} {}: {}\n",
+            u.kind, u.descriptor, u.error
+        ));
     }
     kernel::out(format_args!("{o}"))?;
     Ok(ExitCode::SUCCESS)

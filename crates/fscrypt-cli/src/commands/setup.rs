@@ -3,12 +3,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use fscrypt_metadata::config::{self, Config};
-use fscrypt_metadata::store::{SetupMode, Store};
-
-use crate::support::gfs::{self, EXIT_ALREADY, OutputArgs};
+use crate::support::gfs::{self, OutputArgs};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs setup`.
@@ -49,76 +45,30 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
-    let conf_path = config::path();
-    let mut created_config = false;
-    if std::fs::symlink_metadata(&conf_path).is_err() {
-        if !args.time.is_finite() || args.time <= 0.0 || args.time > 60.0 {
-            anyhow::bail!("--time must be between 0 and 60 seconds");
-        }
-        let costs = config::calibrate_costs(Duration::from_secs_f64(args.time), 1 << 20)
-            .map_err(gfs::meta)?;
-        Config::new(costs, args.policy_version)
-            .save()
-            .map_err(gfs::meta)?;
-        created_config = true;
-    } else {
-        // An existing config must be valid before anything else is made.
-        Config::load().map_err(gfs::meta)?;
-    }
-    let mount = match &args.mountpoint {
-        Some(m) => {
-            let canon = std::fs::canonicalize(m)?;
-            if gfs::mount_of(&canon)? != canon {
-                anyhow::bail!(
-                    "{} is not a mount point; give the filesystem's mount point",
-                    m.display()
-                );
-            }
-            canon
-        }
-        None => config::root_mount(),
-    };
-    let store = Store::new(&mount, gfs::trust());
-    let mode = if args.all_users {
-        SetupMode::WorldWritable
-    } else {
-        SetupMode::SingleUserWritable
-    };
-    let made = match store.setup(mode) {
-        Ok(()) => true,
-        Err(fscrypt_metadata::Error::AlreadySetup { .. }) if args.mountpoint.is_none() => false,
-        Err(fscrypt_metadata::Error::AlreadySetup { mount }) if !created_config => {
-            return Err(gfs::failure(
-                EXIT_ALREADY,
-                "already_setup",
-                format!(
-                    "filesystem {} is already set up for fscrypt",
-                    mount.display()
-                ),
-            ));
-        }
-        Err(fscrypt_metadata::Error::AlreadySetup { .. }) => false,
-        Err(e) => return Err(gfs::meta(e)),
-    };
+    let done = fscrypt_actions::setup::run(
+        args.time,
+        args.policy_version,
+        args.mountpoint.as_deref(),
+        args.all_users,
+    )
+    .map_err(gfs::actions)?;
+    let (conf, fs) = (&done.config, &done.mount);
     if args.out.json {
         kernel::print_json(&serde_json::json!({
             "ok": true,
-            "config": conf_path.display().to_string(),
-            "config_created": created_config,
-            "mount": mount.display().to_string(),
-            "metadata_created": made,
+            "config": conf.path.display().to_string(),
+            "config_created": conf.created,
+            "mount": fs.mount.display().to_string(),
+            "metadata_created": fs.created,
         }))?;
     } else if !args.out.quiet {
-        if created_config {
-            println!("Created global config file {}.", conf_path.display());
+        if conf.created {
+            println!("Created global config file {}.", conf.path.display());
         }
-        if made {
-            println!(
-                "Metadata directories created at {}.",
-                store.base_dir().display()
-            );
+        if fs.created {
+            println!("Metadata directories created at {}.", fs.base_dir.display());
         } else {
-            println!("{} is already set up.", store.base_dir().display());
+            println!("{} is already set up.", fs.base_dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fscrypt::Policy;
+use fscrypt_ext4 as ext4;
 use fscrypt_linux::keyring::KeyPresence;
-use fscrypt_linux::{Error, ext4, mountinfo, policy};
+use fscrypt_linux::{Error, mountinfo, policy};
 
 use crate::support::kernel;
 use crate::support::mounts::{self, MountState};
@@ -36,10 +37,13 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some((vault_dir, mount)) = vault_target(&args.path) {
+    // One mount table for the whole command (the vault check, the mount,
+    // the metadata).
+    let ctx = fscrypt_actions::Context::for_caller();
+    if let Some((vault_dir, mount)) = vault_target(&args.path, ctx.mounts()) {
         return vault_status(&args, &vault_dir, mount.as_deref());
     }
-    let m = mountinfo::find_mount(&args.path)?;
+    let m = ctx.mount_of(&args.path)?;
     let mut out = serde_json::json!({
         "ok": true,
         "path": args.path.display().to_string(),
@@ -76,7 +80,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             out["encrypted"] = true.into();
             out["policy"] = kernel::policy_json(&p);
             // The filesystem keyring, or for v1 also the user keyring.
-            let key = match crate::support::gfs::key_presence(&m.mount_point, &p) {
+            let key = match ctx.keyring().presence(&m.mount_point, &m.fs_type, &p) {
                 Some(KeyPresence::Absent) => "absent",
                 Some(KeyPresence::Present) => "present",
                 Some(KeyPresence::IncompletelyRemoved) => "incompletely_removed",
@@ -91,7 +95,8 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     }
     // google/fscrypt metadata (.fscrypt at the mount's root), if any.
     let gfs =
-        crate::support::gfs::status_section(&args.path, &m.mount_point, kernel_policy.as_ref());
+        fscrypt_actions::policy::status(&ctx, &args.path, &m.mount_point, kernel_policy.as_ref())
+            .map(|st| crate::support::gfs::render_status(&st));
     if let Some((j, _)) = &gfs {
         out["fscrypt_metadata"] = j.clone();
     }
@@ -143,9 +148,8 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
 /// The vault `path` belongs to: through a fscrypt-rs mount holding it (live
 /// or dead), or as (a path inside) a backing directory. Returns the vault
 /// directory and the mount point the path was reached through.
-fn vault_target(path: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
+fn vault_target(path: &Path, table: &[mountinfo::MountInfo]) -> Option<(PathBuf, Option<PathBuf>)> {
     let abs = mounts::absolute(path);
-    let table = mountinfo::read_mountinfo().unwrap_or_default();
     // The innermost mount holding the path (later entries are on top).
     let holder = table
         .iter()

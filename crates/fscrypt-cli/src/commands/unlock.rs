@@ -5,12 +5,14 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use fscrypt_actions::Context;
+use fscrypt_actions::policy::Target;
+use fscrypt_actions::protector;
 use fscrypt_linux::keyring::KeyPresence;
-use fscrypt_metadata::actions;
-use fscrypt_metadata::proto::{ProtectorData, SourceType};
+use fscrypt_metadata::proto::ProtectorData;
 use fscrypt_metadata::store::Store;
 
-use crate::support::gfs::{self, EXIT_NOT_FOUND, MountId, OutputArgs, SecretArgs};
+use crate::support::gfs::{self, MountId, OutputArgs, SecretArgs};
 use crate::support::kernel;
 
 /// Arguments of `fscrypt-rs unlock`.
@@ -46,12 +48,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 
 fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let dir = &args.dir;
-    let Some(kpolicy) = gfs::dir_policy(dir)? else {
-        anyhow::bail!("{} is not encrypted", dir.display());
-    };
-    let store = gfs::store_of(dir)?;
-    let (descriptor, _) = gfs::policy_key_spec(&kpolicy);
-    let policy = store.policy(&descriptor).map_err(gfs::meta)?;
+    let ctx = Context::for_caller();
+    let target = Target::open(&ctx, dir).map_err(gfs::actions)?;
+    let descriptor = &target.descriptor;
     let done = |already: bool, protector: Option<&str>| -> anyhow::Result<ExitCode> {
         if args.out.json {
             kernel::print_json(&serde_json::json!({
@@ -67,88 +66,45 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     };
-    if gfs::key_presence(store.mount(), &kpolicy) == Some(KeyPresence::Present) {
+    if target.presence(&ctx) == Some(KeyPresence::Present) {
         return done(true, None);
     }
-    let slots: Vec<&str> = policy
-        .wrapped_policy_keys
-        .iter()
-        .map(|s| s.protector_descriptor.as_str())
-        .collect();
-    let pick = match &args.unlock_with {
-        Some(r) => {
-            if !slots.contains(&r.id.as_str()) {
-                return Err(gfs::failure(
-                    EXIT_NOT_FOUND,
-                    "not_found",
-                    format!(
-                        "protector {} does not protect {}; its protectors: {}",
-                        r.id,
-                        dir.display(),
-                        slots.join(", ")
-                    ),
-                ));
-            }
-            let pstore = Store::new(std::fs::canonicalize(&r.mount)?, gfs::trust());
-            pstore.check_setup().map_err(gfs::meta)?;
-            (pstore, r.id.clone())
-        }
+    let located = match &args.unlock_with {
+        Some(r) => target.protector(&ctx, Some(&r.mount), &r.id),
         None => {
             // The only protector; or the only one of the kind the secret
             // given fits.
-            let mut candidates = Vec::new();
-            for d in &slots {
-                if let Ok((_, p)) = gfs::locate_protector(&store, d) {
-                    candidates.push(p);
-                }
-            }
-            let chosen = match choose_protector(&slots, &candidates, args.secret.key.is_some()) {
+            let candidates = target.candidates(&ctx);
+            let me = rustix::process::getuid().as_raw();
+            let chosen = match protector::choose(
+                &target.slots(),
+                &candidates,
+                args.secret.key.is_some(),
+                me,
+            ) {
                 Some(d) => d,
                 None if std::io::stdin().is_terminal() => {
-                    prompt_for_protector(&store, &candidates)?
+                    prompt_for_protector(&target.store, &candidates)?
                 }
                 None => {
                     anyhow::bail!(
                         "{} has several protectors; choose one with --unlock-with: {}",
                         dir.display(),
-                        protector_list(&store, &candidates).join(", ")
+                        protector_list(&target.store, &candidates).join(", ")
                     );
                 }
             };
-            (store.clone(), chosen)
+            target.protector(&ctx, None, &chosen)
         }
-    };
-    let (pstore, pdesc) = pick;
-    let (_, protector) = gfs::locate_protector(&pstore, &pdesc)?;
-    let what = format!("{} ({})", gfs::describe_protector(&protector), pdesc);
-    let secret = gfs::read_secret(&args.secret, protector.source_type(), &what, false)?;
-    let pkey = actions::open_protector(&protector, &secret).map_err(gfs::meta)?;
-    let key = gfs::open_policy(&store, &policy, &pdesc, &pkey)?;
-    gfs::add_policy_key(store.mount(), &policy, &key[..])?;
+    }
+    .map_err(gfs::actions)?;
+    let pdesc = located.data.protector_descriptor.clone();
+    let what = format!("{} ({})", gfs::describe_protector(&located.data), pdesc);
+    let secret = gfs::read_secret(&args.secret, located.data.source_type(), &what, false)?;
+    target
+        .unlock(&ctx, &located, &secret)
+        .map_err(gfs::actions)?;
     done(false, Some(&pdesc))
-}
-
-/// The protector to use when `--unlock-with` is not given, as google/fscrypt
-/// chooses: the only one; with `--key`, the only raw-key protector; without,
-/// the calling user's login protector, else the only non-raw-key one.
-/// `None`: the user must choose.
-fn choose_protector(slots: &[&str], candidates: &[ProtectorData], raw_key: bool) -> Option<String> {
-    if slots.len() == 1 {
-        return Some(slots[0].to_string());
-    }
-    let only = |f: &dyn Fn(&ProtectorData) -> bool| -> Option<String> {
-        let mut it = candidates.iter().filter(|p| f(p));
-        match (it.next(), it.next()) {
-            (Some(p), None) => Some(p.protector_descriptor.clone()),
-            _ => None,
-        }
-    };
-    if raw_key {
-        return only(&|p| p.source_type() == SourceType::RawKey);
-    }
-    let me = i64::from(rustix::process::getuid().as_raw());
-    only(&|p| p.source_type() == SourceType::PamPassphrase && p.uid == me)
-        .or_else(|| only(&|p| p.source_type() != SourceType::RawKey))
 }
 
 /// `MOUNT:ID (description)` for each candidate.

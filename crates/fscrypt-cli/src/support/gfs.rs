@@ -1,23 +1,20 @@
 //! Shared by the google/fscrypt-style commands (`setup`, `encrypt`,
-//! `unlock`, `lock`, `metadata`, and `status` on a kernel filesystem):
-//! locating a directory's mount and metadata, `MOUNT:ID` arguments, exit
-//! statuses per failure, reading the secret a protector needs, and the
-//! kernel keyring steps. The metadata itself is `fscrypt_metadata`'s.
+//! `unlock`, `lock`, `metadata`, and `status` on a kernel filesystem): the
+//! front end of `fscrypt_actions` (the flow itself): `MOUNT:ID`
+//! arguments, the one table of exit statuses per failure ([`actions`]
+//! and [`meta`]), reading the secret a protector needs, and rendering
+//! (JSON and text).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use fscrypt::{
-    EncryptionMode, KeyDescriptor, KeyIdentifier, Policy, PolicyFlags, PolicyV1, PolicyV2,
-};
-use fscrypt_linux::keyring::{self, KeyPresence, KeySpec};
-use fscrypt_linux::{mountinfo, policy};
+use fscrypt_actions::Error as ActionError;
+use fscrypt_actions::convert::ConvertError;
+use fscrypt_actions::policy::MetadataStatus;
+use fscrypt_linux::keyring::KeyPresence;
 use fscrypt_metadata::Error as MetaError;
-use fscrypt_metadata::links::MainMount;
-use fscrypt_metadata::proto::{EncryptionOptions, PolicyData, ProtectorData, SourceType};
-use fscrypt_metadata::store::Store;
-use fscrypt_metadata::trust::Trust;
+use fscrypt_metadata::proto::{EncryptionOptions, ProtectorData, SourceType};
 use zeroize::Zeroizing;
 
 use crate::support::secret::{self, EXIT_WRONG_SECRET, PassSource};
@@ -88,59 +85,112 @@ pub fn meta(e: MetaError) -> anyhow::Error {
     failure(code, kind, e.to_string())
 }
 
-/// The policy key, unwrapped by an opened protector. The protector's
-/// secret was right, so a slot that does not unwrap means a damaged or
-/// edited policy file: [`EXIT_CORRUPT`], not "wrong passphrase".
-///
-/// # Errors
-/// That, and the policy's other errors.
-pub fn open_policy(
-    store: &Store,
-    policy: &PolicyData,
-    protector: &str,
-    protector_key: &fscrypt_metadata::keys::Key32,
-) -> anyhow::Result<fscrypt_metadata::actions::PolicyKey> {
-    fscrypt_metadata::actions::open_policy(policy, protector, protector_key).map_err(|e| match e {
-        MetaError::WrongSecret { .. } => failure(
-            EXIT_CORRUPT,
-            "policy_key_unwrap",
-            format!(
-                "policy {d}'s key does not unwrap with protector {protector}, whose secret is right: \
-                 the policy file is damaged or was edited; restore {} from a backup, or unlock with \
-                 another protector",
-                store.policy_dir().join(&policy.key_descriptor).display(),
-                d = policy.key_descriptor,
-            ),
-        ),
-        e => meta(e),
-    })
+/// Exit status after Ctrl-C (128 + SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The [`Failure`] for an error of the google/fscrypt flow: THE table of
+/// exit statuses (with [`meta`] for the metadata's own errors and
+/// [`convert_failure`] for a conversion's).
+pub fn actions(e: ActionError) -> anyhow::Error {
+    let e = match e {
+        ActionError::Metadata(m) => return meta(m),
+        ActionError::Convert(c) => return convert_failure(c),
+        ActionError::Secret(b) => {
+            return match b.downcast::<SecretError>() {
+                Ok(s) => s.0,
+                Err(b) => anyhow::anyhow!(b),
+            };
+        }
+        e => e,
+    };
+    let (code, kind) = match &e {
+        ActionError::EncryptionNotSupported(_) => (EXIT_UNSUPPORTED, "encryption_not_supported"),
+        ActionError::PolicyKeyUnwrap { .. } => (EXIT_CORRUPT, "policy_key_unwrap"),
+        ActionError::NotProtectedBy { .. } => (EXIT_NOT_FOUND, "not_found"),
+        ActionError::RootNotSetup { .. } => (EXIT_NOT_SETUP, "not_setup"),
+        ActionError::WrongLoginPassphrase { .. } => (EXIT_WRONG_SECRET, "wrong_secret"),
+        ActionError::AlreadyEncrypted { .. } => (EXIT_ALREADY, "already_encrypted"),
+        ActionError::NotEmpty { .. } => (EXIT_NOT_EMPTY, "directory_not_empty"),
+        ActionError::LoginProtectorExists { .. } | ActionError::AlreadyProtects { .. } => {
+            (EXIT_ALREADY, "already_exists")
+        }
+        ActionError::Kernel(_)
+        | ActionError::Mount(_)
+        | ActionError::Io { .. }
+        | ActionError::NotEncrypted { .. }
+        | ActionError::IdentifierMismatch { .. }
+        | ActionError::BadPolicy { .. }
+        | ActionError::NoSuchUser { .. }
+        | ActionError::NoUserName { .. }
+        | ActionError::UserLookup(_)
+        | ActionError::LoginCheck { .. }
+        | ActionError::Timeout { .. }
+        | ActionError::Resolve(_)
+        | ActionError::Usage(_) => return anyhow::Error::new(e),
+        ActionError::Metadata(_) | ActionError::Convert(_) | ActionError::Secret(_) => {
+            unreachable!("mapped above")
+        }
+    };
+    failure(code, kind, e.to_string())
+}
+
+/// A front end error (reading a secret) carried through an action's
+/// secret callback as [`ActionError::Secret`]; [`actions`] takes it back
+/// out as it was (its exit status too).
+#[derive(Debug)]
+pub struct SecretError(pub anyhow::Error);
+
+impl std::fmt::Display for SecretError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for SecretError {}
+
+impl SecretError {
+    /// `e` as the error of an action's secret callback.
+    pub fn wrap(e: anyhow::Error) -> ActionError {
+        ActionError::Secret(Box::new(SecretError(e)))
+    }
+}
+
+/// The exit status and one-line reason of a conversion error.
+pub fn convert_failure(e: ConvertError) -> anyhow::Error {
+    let (code, kind) = match &e {
+        ConvertError::MountPoint(_) => (EXIT_CONVERT_REFUSED, "mount_point"),
+        ConvertError::OpenFiles { .. } => (EXIT_CONVERT_REFUSED, "files_open"),
+        ConvertError::NoSpace { .. } | ConvertError::NoInodes { .. } => {
+            (EXIT_CONVERT_REFUSED, "no_space")
+        }
+        ConvertError::Locked(_) => (EXIT_CONVERT_REFUSED, "locked"),
+        ConvertError::OutsideLink(_) => (EXIT_CONVERT_REFUSED, "hard_link_outside"),
+        ConvertError::NotOwner { .. } => (EXIT_CONVERT_REFUSED, "not_owner"),
+        ConvertError::Kept { .. } => (1, "changed_during_swap"),
+        ConvertError::Interrupted => (EXIT_INTERRUPTED, "interrupted"),
+        ConvertError::BadState { .. } => (EXIT_INSECURE, "bad_conversion_state"),
+        _ => (1, "convert_failed"),
+    };
+    failure(code, kind, e.to_string())
 }
 
 /// Checks `pass` is `user`'s login password before a login protector is
-/// made with it (google/fscrypt's check, PAM service `fscrypt`). Without
-/// libpam the check is skipped with a warning.
+/// made with it ([`fscrypt_actions::create::check_login_passphrase`]);
+/// without libpam the check is skipped with a warning.
 ///
 /// # Errors
 /// [`EXIT_WRONG_SECRET`] when PAM refuses it; PAM that cannot start.
 pub fn check_login_passphrase(user: &str, pass: &[u8]) -> anyhow::Result<()> {
-    use fscrypt_linux::pam_auth::{self, PamAuthError};
-    match pam_auth::check_password("fscrypt", user, pass) {
-        Ok(()) => Ok(()),
-        Err(PamAuthError::Unavailable) => {
+    match fscrypt_actions::create::check_login_passphrase(user, pass) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
             eprintln!(
                 "fscrypt-rs: warning: libpam.so.0 not found, so the login passphrase of {user} \
                  was not checked: a wrong one makes a protector that never opens at login"
             );
             Ok(())
         }
-        Err(PamAuthError::Refused(_)) => Err(failure(
-            EXIT_WRONG_SECRET,
-            "wrong_secret",
-            format!("that is not the login passphrase of {user}; try again"),
-        )),
-        Err(e) => Err(anyhow::anyhow!(
-            "checking the login passphrase of {user}: {e}"
-        )),
+        Err(e) => Err(actions(e)),
     }
 }
 
@@ -170,14 +220,6 @@ pub fn report(
     }
 }
 
-/// The mount point of the filesystem holding `path`.
-///
-/// # Errors
-/// The path cannot be examined.
-pub fn mount_of(path: &Path) -> anyhow::Result<PathBuf> {
-    Ok(mountinfo::find_mount(path)?.mount_point)
-}
-
 /// A `MOUNTPOINT:ID` argument (google/fscrypt's protector and policy
 /// references).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,108 +246,6 @@ impl std::str::FromStr for MountId {
     }
 }
 
-/// The descriptor (hex) and key specifier of a kernel policy.
-pub fn policy_key_spec(p: &Policy) -> (String, KeySpec) {
-    match p {
-        Policy::V1(p1) => (
-            hex::encode(p1.master_key_descriptor.0),
-            KeySpec::Descriptor(p1.master_key_descriptor),
-        ),
-        Policy::V2(p2) => (
-            hex::encode(p2.master_key_identifier.0),
-            KeySpec::Identifier(p2.master_key_identifier),
-        ),
-    }
-}
-
-/// The kernel policy for a google/fscrypt policy.
-///
-/// # Errors
-/// Bad padding or descriptor.
-pub fn kernel_policy(p: &PolicyData) -> anyhow::Result<Policy> {
-    let o = p.opts();
-    let flags = PolicyFlags(0)
-        .with_padding(o.padding as usize)
-        .ok_or_else(|| anyhow::anyhow!("padding {} is invalid", o.padding))?;
-    let contents = EncryptionMode(o.contents as u8);
-    let filenames = EncryptionMode(o.filenames as u8);
-    let raw = hex::decode(&p.key_descriptor)?;
-    Ok(if o.version() == 1 {
-        Policy::V1(PolicyV1 {
-            contents_mode: contents,
-            filenames_mode: filenames,
-            flags,
-            master_key_descriptor: KeyDescriptor(
-                raw.try_into()
-                    .map_err(|_| anyhow::anyhow!("bad descriptor"))?,
-            ),
-        })
-    } else {
-        Policy::V2(PolicyV2 {
-            contents_mode: contents,
-            filenames_mode: filenames,
-            flags,
-            log2_data_unit_size: 0,
-            master_key_identifier: KeyIdentifier(
-                raw.try_into()
-                    .map_err(|_| anyhow::anyhow!("bad identifier"))?,
-            ),
-        })
-    })
-}
-
-/// Adds a policy key to the filesystem keyring of `mount` (v2: by
-/// identifier, checked against the policy; v1: by descriptor).
-///
-/// # Errors
-/// Keyring errors; an identifier that differs from the policy's.
-pub fn add_policy_key(mount: &Path, p: &PolicyData, key: &[u8]) -> anyhow::Result<()> {
-    match kernel_policy(p)? {
-        Policy::V2(p2) => {
-            let id = keyring::add_key_v2(mount, key)?;
-            if id != p2.master_key_identifier {
-                bail!(
-                    "the kernel computed another key identifier than policy {}",
-                    p.key_descriptor
-                );
-            }
-        }
-        Policy::V1(p1) if v1_in_user_keyring() => {
-            keyring::user::add(&fs_type(mount), p1.master_key_descriptor, key)?
-        }
-        Policy::V1(p1) => keyring::add_key_v1(mount, p1.master_key_descriptor, key)?,
-    }
-    Ok(())
-}
-
-/// The filesystem type mounted at `mount` (`ext4`...; empty if unknown).
-pub fn fs_type(mount: &Path) -> String {
-    mountinfo::find_mount(mount)
-        .map(|m| m.fs_type)
-        .unwrap_or_default()
-}
-
-/// Whether v1 policy keys go to the caller's user keyring (google/fscrypt's
-/// default) rather than the filesystem keyring: the config's
-/// `use_fs_keyring_for_v1_policies` is false. No readable config: the
-/// filesystem keyring.
-pub fn v1_in_user_keyring() -> bool {
-    fscrypt_metadata::config::Config::load().is_ok_and(|c| !c.use_fs_keyring_for_v1_policies)
-}
-
-/// Whether the key of a policy is present: in the filesystem keyring, or
-/// for v1 also in the caller's user keyring.
-pub fn key_presence(mount: &Path, p: &Policy) -> Option<KeyPresence> {
-    if let Policy::V1(p1) = p
-        && keyring::user::has(&fs_type(mount), p1.master_key_descriptor).unwrap_or(false)
-    {
-        return Some(KeyPresence::Present);
-    }
-    keyring::key_status(mount, policy_key_spec(p).1)
-        .ok()
-        .map(|s| s.presence)
-}
-
 /// The word for a key presence.
 pub fn presence_word(p: Option<KeyPresence>) -> &'static str {
     match p {
@@ -318,12 +258,7 @@ pub fn presence_word(p: Option<KeyPresence>) -> &'static str {
 
 /// A protector's description as `fscrypt status` words it.
 pub fn describe_protector(p: &ProtectorData) -> String {
-    match p.source_type() {
-        SourceType::PamPassphrase => format!("login protector for uid {}", p.uid),
-        SourceType::CustomPassphrase => format!("custom protector {:?}", p.name),
-        SourceType::RawKey => format!("raw key protector {:?}", p.name),
-        SourceType::Default => "unknown protector".to_string(),
-    }
+    fscrypt_actions::protector::describe(p)
 }
 
 /// Where the secret for a protector comes from.
@@ -419,238 +354,94 @@ pub fn protector_json(p: &ProtectorData) -> serde_json::Value {
     j
 }
 
-/// The kernel policy of `dir`, or `None` when it is not encrypted.
-///
-/// # Errors
-/// Unsupported filesystem or other errors.
-pub fn dir_policy(dir: &Path) -> anyhow::Result<Option<Policy>> {
-    match policy::get_policy(dir) {
-        Ok(p) => Ok(Some(p)),
-        Err(fscrypt_linux::Error::NotEncrypted { .. }) => Ok(None),
-        Err(e @ fscrypt_linux::Error::EncryptionNotSupported { .. }) => Err(failure(
-            EXIT_UNSUPPORTED,
-            "encryption_not_supported",
-            format!("{e} (for ext4: `tune2fs -O encrypt DEVICE` while unmounted)"),
-        )),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Whose metadata the commands use ([`Trust::for_caller`]): the caller's
-/// and root's, every user's when run as root or when the config sets
-/// `allow_cross_user_metadata` (no readable config: it is false).
-pub fn trust() -> Trust {
-    Trust::for_caller(
-        fscrypt_metadata::config::Config::load().is_ok_and(|c| c.allow_cross_user_metadata),
-    )
-}
-
-/// The store of the filesystem holding `path`, checked.
-///
-/// # Errors
-/// Not set up, insecure.
-pub fn store_of(path: &Path) -> anyhow::Result<Store> {
-    let store = Store::new(mount_of(path)?, trust());
-    store.check_setup().map_err(meta)?;
-    Ok(store)
-}
-
-/// The google/fscrypt part of `fscrypt-rs status PATH`: `None` when the
-/// filesystem has no `.fscrypt`. For an encrypted directory: its policy's
-/// metadata, lock state and protectors; for the mount point: every
-/// protector and policy with its lock state.
-pub fn status_section(
-    path: &Path,
-    mount: &Path,
-    kpolicy: Option<&Policy>,
-) -> Option<(serde_json::Value, String)> {
-    let store = Store::new(mount, trust());
-    if !store.exists() {
-        return None;
-    }
-    if let Err(e) = store.check_setup() {
-        let msg = e.to_string();
-        return Some((
+/// Renders the google/fscrypt part of `fscrypt-rs status PATH`
+/// ([`fscrypt_actions::policy::status`]) as JSON and text.
+pub fn render_status(st: &MetadataStatus) -> (serde_json::Value, String) {
+    let mut text = String::new();
+    let protector_line =
+        |e: &fscrypt_actions::policy::ProtectorEntry, text: &mut String| -> serde_json::Value {
+            let d = &e.descriptor;
+            match &e.data {
+                Ok(p) => {
+                    text.push_str(&format!("  {d}  {}\n", describe_protector(p)));
+                    protector_json(p)
+                }
+                Err(e) => {
+                    text.push_str(&format!("  {d}  unreadable: {e}\n"));
+                    serde_json::json!({"descriptor": d, "error": e})
+                }
+            }
+        };
+    match st {
+        MetadataStatus::Unusable(msg) => (
             serde_json::json!({"ok": false, "message": msg}),
             format!("fscrypt metadata: {msg}\n"),
-        ));
-    }
-    let mut text = String::new();
-    let protector_line = |d: &str, text: &mut String| -> serde_json::Value {
-        match store.protector(d) {
-            Ok(p) => {
-                text.push_str(&format!("  {d}  {}\n", describe_protector(&p)));
-                protector_json(&p)
-            }
-            Err(e) => {
-                text.push_str(&format!("  {d}  unreadable: {e}\n"));
-                serde_json::json!({"descriptor": d, "error": e.to_string()})
-            }
-        }
-    };
-    if let Some(kp) = kpolicy {
-        let (d, _) = policy_key_spec(kp);
-        let state = presence_word(key_presence(mount, kp));
-        return Some(match store.policy(&d) {
-            Ok(p) => {
-                text.push_str(&format!(
-                    "fscrypt policy {d} (v{}), {state}; protectors:\n",
-                    p.opts().version()
-                ));
-                let prots: Vec<serde_json::Value> = p
-                    .wrapped_policy_keys
-                    .iter()
-                    .map(|s| protector_line(&s.protector_descriptor, &mut text))
-                    .collect();
-                (
-                    serde_json::json!({"policy": d, "state": state, "options": options_json(&p.opts()), "protectors": prots}),
-                    text,
-                )
-            }
-            Err(e) => (
-                serde_json::json!({"policy": d, "state": state, "error": e.to_string()}),
-                format!("fscrypt policy {d}: {e}\n"),
-            ),
-        });
-    }
-    if std::fs::canonicalize(path).ok().as_deref() != Some(mount) {
-        return None;
-    }
-    let prots = store.protectors().unwrap_or_default();
-    let pols = store.policies().unwrap_or_default();
-    text.push_str(&format!(
-        "fscrypt metadata at {}: {} protectors, {} policies\nProtectors:\n",
-        store.base_dir().display(),
-        prots.len(),
-        pols.len()
-    ));
-    let pj: Vec<serde_json::Value> = prots.iter().map(|d| protector_line(d, &mut text)).collect();
-    text.push_str("Policies:\n");
-    let mut polj = Vec::new();
-    for d in &pols {
-        match store.policy(d) {
-            Ok(p) => {
-                let state = kernel_policy(&p)
-                    .ok()
-                    .map(|kp| presence_word(key_presence(mount, &kp)))
-                    .unwrap_or("unknown");
-                let slots: Vec<String> = p
-                    .wrapped_policy_keys
-                    .iter()
-                    .map(|s| s.protector_descriptor.clone())
-                    .collect();
-                text.push_str(&format!(
-                    "  {d}  {state}  protectors {}\n",
-                    slots.join(", ")
-                ));
-                polj.push(
-                    serde_json::json!({"descriptor": d, "state": state, "protectors": slots}),
-                );
-            }
-            Err(e) => {
-                text.push_str(&format!("  {d}  unreadable: {e}\n"));
-                polj.push(serde_json::json!({"descriptor": d, "error": e.to_string()}));
-            }
-        }
-    }
-    Some((
-        serde_json::json!({"protectors": pj, "policies": polj}),
-        text,
-    ))
-}
-
-/// The main mount of every mounted filesystem (the first mount of each
-/// device whose root is the filesystem's root), for following link files.
-pub fn main_mounts() -> Vec<MainMount> {
-    let mut out: Vec<MainMount> = Vec::new();
-    for m in mountinfo::read_mountinfo().unwrap_or_default() {
-        if m.root != Path::new("/") || out.iter().any(|o| (o.major, o.minor) == (m.major, m.minor))
-        {
-            continue;
-        }
-        out.push(MainMount {
-            path: m.mount_point,
-            major: m.major,
-            minor: m.minor,
-        });
-    }
-    out
-}
-
-/// The main mount of the filesystem holding `path`.
-///
-/// # Errors
-/// The path cannot be examined.
-pub fn main_mount_of(path: &Path) -> anyhow::Result<MainMount> {
-    let m = mountinfo::find_mount(path)?;
-    Ok(MainMount {
-        path: m.mount_point,
-        major: m.major,
-        minor: m.minor,
-    })
-}
-
-/// A login user: name and uid.
-#[derive(Clone, Debug)]
-pub struct LoginUser {
-    /// The user name.
-    pub name: String,
-    /// The uid.
-    pub uid: u32,
-}
-
-/// The user named `name` (through NSS), or the caller's (real uid) when
-/// `None`.
-///
-/// # Errors
-/// No such user.
-pub fn login_user(name: Option<&str>) -> anyhow::Result<LoginUser> {
-    let u = match name {
-        Some(n) => nix::unistd::User::from_name(n)?.ok_or_else(|| {
-            anyhow::anyhow!("there is no user {n:?}; check the name given to --user")
-        })?,
-        None => {
-            let uid = nix::unistd::getuid();
-            nix::unistd::User::from_uid(uid)?.ok_or_else(|| {
-                anyhow::anyhow!("uid {uid} has no user name; give one with --user")
-            })?
-        }
-    };
-    Ok(LoginUser {
-        name: u.name,
-        uid: u.uid.as_raw(),
-    })
-}
-
-/// The login protectors' filesystem (`$FSCRYPT_ROOT_MNT`, else `/`),
-/// checked.
-///
-/// # Errors
-/// Not set up, insecure.
-pub fn root_store() -> anyhow::Result<Store> {
-    let root = fscrypt_metadata::config::root_mount();
-    let root = std::fs::canonicalize(&root).unwrap_or(root);
-    let store = Store::new(root, trust());
-    store.check_setup().map_err(|e| match e {
-        MetaError::NotSetup { mount } => failure(
-            EXIT_NOT_SETUP,
-            "not_setup",
-            format!(
-                "login protectors live on the root filesystem {}, which is not set up; run                  `fscrypt-rs setup {}` first",
-                mount.display(),
-                mount.display()
-            ),
         ),
-        e => meta(e),
-    })?;
-    Ok(store)
-}
-
-/// Protector `d` of a policy on `store`: the file there, or the one its
-/// link file points to.
-///
-/// # Errors
-/// Not found (exit 24), unreadable, a link to no mounted filesystem.
-pub fn locate_protector(store: &Store, d: &str) -> anyhow::Result<(Store, ProtectorData)> {
-    fscrypt_metadata::login::locate_protector(store, d, &main_mounts()).map_err(meta)
+        MetadataStatus::Policy {
+            descriptor: d,
+            presence,
+            data,
+        } => {
+            let state = presence_word(*presence);
+            match data {
+                Ok((p, prots)) => {
+                    text.push_str(&format!(
+                        "fscrypt policy {d} (v{}), {state}; protectors:\n",
+                        p.opts().version()
+                    ));
+                    let prots: Vec<serde_json::Value> =
+                        prots.iter().map(|e| protector_line(e, &mut text)).collect();
+                    (
+                        serde_json::json!({"policy": d, "state": state, "options": options_json(&p.opts()), "protectors": prots}),
+                        text,
+                    )
+                }
+                Err(e) => (
+                    serde_json::json!({"policy": d, "state": state, "error": e}),
+                    format!("fscrypt policy {d}: {e}\n"),
+                ),
+            }
+        }
+        MetadataStatus::Mount {
+            base_dir,
+            protectors,
+            policies,
+        } => {
+            text.push_str(&format!(
+                "fscrypt metadata at {}: {} protectors, {} policies\nProtectors:\n",
+                base_dir.display(),
+                protectors.len(),
+                policies.len()
+            ));
+            let pj: Vec<serde_json::Value> = protectors
+                .iter()
+                .map(|e| protector_line(e, &mut text))
+                .collect();
+            text.push_str("Policies:\n");
+            let mut polj = Vec::new();
+            for e in policies {
+                let d = &e.descriptor;
+                match &e.data {
+                    Ok((presence, slots)) => {
+                        let state = presence_word(*presence);
+                        text.push_str(&format!(
+                            "  {d}  {state}  protectors {}\n",
+                            slots.join(", ")
+                        ));
+                        polj.push(
+                            serde_json::json!({"descriptor": d, "state": state, "protectors": slots}),
+                        );
+                    }
+                    Err(e) => {
+                        text.push_str(&format!("  {d}  unreadable: {e}\n"));
+                        polj.push(serde_json::json!({"descriptor": d, "error": e}));
+                    }
+                }
+            }
+            (
+                serde_json::json!({"protectors": pj, "policies": polj}),
+                text,
+            )
+        }
+    }
 }

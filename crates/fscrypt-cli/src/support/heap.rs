@@ -5,7 +5,8 @@
 //! forgets 100,000 cached inodes, their freed state sits between live
 //! allocations, so without help the daemon's RSS stays at its peak (measured:
 //! 58.7 MB after creating 100,000 files, 66.5 MB after removing them again).
-//! `fscrypt-fuse` forbids `unsafe` and calls the trimmer set here after
+//! `fscrypt-fuse` denies `unsafe` outside its io_uring transport and calls
+//! the trimmer set here after
 //! large frees (every 16,384 forgotten inodes, or once more were forgotten
 //! than remain cached): `malloc_trim(0)` releases the free pages inside every
 //! arena. A compact allocator (jemalloc, mimalloc) would do this by itself

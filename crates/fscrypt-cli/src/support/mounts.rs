@@ -267,19 +267,10 @@ fn mount_positionals<'a>(args: &[&'a [u8]]) -> Option<(&'a [u8], &'a [u8])> {
 /// The running `fscrypt-rs mount --foreground` processes this user can
 /// see (others are skipped).
 pub fn daemons() -> Vec<Daemon> {
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+    for proc in fscrypt_linux::holders::processes() {
+        let pid = proc.pid();
+        let Ok(cmdline) = proc.cmdline() else {
             continue;
         };
         let argv: Vec<&[u8]> = cmdline
@@ -304,7 +295,7 @@ pub fn daemons() -> Vec<Daemon> {
             if p.is_absolute() {
                 Some(p.to_path_buf())
             } else {
-                Some(std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?.join(p))
+                Some(proc.cwd().ok()?.join(p))
             }
         };
         let (Some(c), Some(m)) = (resolve(cipherdir), resolve(mountpoint)) else {

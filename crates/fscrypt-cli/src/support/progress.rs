@@ -1,7 +1,7 @@
 //! A progress bar (bytes, rate, ETA) on stderr for long operations; hidden
 //! when stderr is not a terminal, or with `--quiet`/`--json`.
 
-use fscrypt_linux::convert::{Progress, Step};
+use fscrypt_actions::convert::{Progress, Step};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// One bar, restyled per step of a conversion.

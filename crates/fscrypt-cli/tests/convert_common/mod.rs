@@ -11,8 +11,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 use test_support::run::assert_ok as ok;
 
-use fscrypt_linux::loopfs::LoopExt4;
 use test_support::loopdev::{MKFS_4K, scratch_ext4};
+use test_support::loopfs::LoopExt4;
 use test_support::tempdir::TempDir;
 
 /// The binary under test.

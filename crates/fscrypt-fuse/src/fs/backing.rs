@@ -3,9 +3,9 @@
 //! attributes, owner and mode of new entries.
 //!
 //! The backing directory is untrusted input. Every open of a backing entry
-//! goes through [`open_entry`]: one path component, `openat2` with
-//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-//! RESOLVE_NO_XDEV` and `O_NOFOLLOW`, so no symlink (final component
+//! goes through [`open_entry`] (the `safe-open` crate): one path component,
+//! `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+//! RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV` and `O_NOFOLLOW`, so no symlink (final component
 //! included), `..` or mount point is ever followed. Attribute changes act on
 //! the opened object: `f*` calls on real fds, `*at(fd, "", AT_EMPTY_PATH)`
 //! on `O_PATH` fds, or `/proc/self/fd/N` of an `O_PATH` fd of a verified
@@ -15,38 +15,34 @@
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::UNIX_EPOCH;
 
+use fscrypt::ContextV2;
 use fscrypt::hooks::get_symlink;
 use fuser::FileAttr;
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{AtFlags, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Ident, Inode, Kind, Link};
-use crate::layout::{
-    self, BackingName, CONTEXT_SIZE, Format, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
-};
+use crate::layout::{self, BackingName, Format, HEADER_SIZE, HEADER_USED, Header, HeaderKind};
 
 use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_system_time};
-
-/// Whether the kernel lacks `openat2` (then `openat` with `O_NOFOLLOW` and a
-/// device check stand in).
-static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 fn stale() -> Error {
     Error::Stale
 }
 
 /// Opens the backing entry `name` (one component) in `dir` without following
-/// any symlink or crossing any mount point; `O_CLOEXEC | O_NOFOLLOW` are
-/// always added. With `O_PATH` a final symlink gives an fd of the link.
+/// any symlink or crossing any mount point: [`safe_open::open_entry`] with
+/// [`safe_open::Mounts::Stay`]; `O_CLOEXEC | O_NOFOLLOW` are always added.
+/// With `O_PATH` a final symlink gives an fd of the link.
 ///
 /// # Errors
 /// [`Error::InvalidName`] for a name that is not one component,
-/// [`Error::MountPoint`] (EXDEV) for a mount point,
+/// [`Error::MountPoint`] (EXDEV) for a mount point, [`Error::Stale`] when
+/// renames in the backing store keep racing the lookup,
 /// `ELOOP` for a symlink (without `O_PATH`), the usual open errors.
 pub(crate) fn open_entry(
     dir: BorrowedFd<'_>,
@@ -54,41 +50,14 @@ pub(crate) fn open_entry(
     flags: OFlags,
     mode: Mode,
 ) -> Result<OwnedFd> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
-        return Err(Error::InvalidName);
-    }
-    let flags = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let how = ResolveFlags::BENEATH
-            | ResolveFlags::NO_SYMLINKS
-            | ResolveFlags::NO_MAGICLINKS
-            | ResolveFlags::NO_XDEV;
-        // EAGAIN: a rename in the backing store raced the resolution; retry,
-        // and report a lasting race as a stale object.
-        for _ in 0..16 {
-            match rustix::fs::openat2(dir, name, flags, mode, how) {
-                Err(Errno::AGAIN) => continue,
-                Err(Errno::NOSYS) => {
-                    NO_OPENAT2.store(true, Ordering::Relaxed);
-                    break;
-                }
-                Err(Errno::XDEV) => return Err(Error::MountPoint),
-                r => return r.map_err(sys),
-            }
+    safe_open::open_entry(dir, name.as_bytes(), flags, mode, safe_open::Mounts::Stay).map_err(|e| {
+        match e {
+            safe_open::Error::InvalidName => Error::InvalidName,
+            safe_open::Error::MountPoint => Error::MountPoint,
+            safe_open::Error::Raced => stale(),
+            safe_open::Error::Sys(e) => sys(e),
         }
-        if !NO_OPENAT2.load(Ordering::Relaxed) {
-            return Err(stale());
-        }
-    }
-    let fd = rustix::fs::openat(dir, name, flags, mode).map_err(sys)?;
-    let (a, b) = (
-        rustix::fs::fstat(dir).map_err(sys)?,
-        rustix::fs::fstat(&fd).map_err(sys)?,
-    );
-    if a.st_dev != b.st_dev {
-        return Err(Error::MountPoint);
-    }
-    Ok(fd)
+    })
 }
 
 /// `/proc/self/fd/N` of an fd (to reopen or act on an `O_PATH` fd).
@@ -135,7 +104,10 @@ fn read_dir_meta(fd: BorrowedFd<'_>) -> Result<Vec<u8>> {
 /// # Errors
 /// [`Error::Corrupt`] when the metadata file is missing or damaged.
 pub(crate) fn dir_format(fd: BorrowedFd<'_>) -> Result<Format> {
-    Ok(Header::parse(&read_dir_meta(fd)?, HeaderKind::Directory)?.format)
+    Ok(Header::parse_format(
+        &read_dir_meta(fd)?,
+        HeaderKind::Directory,
+    )?)
 }
 
 /// A backing object proven to be a given inode's (or just looked up).
@@ -170,14 +142,7 @@ impl EncryptedFs {
         }
         let mut h = Header::parse_as(&b, HeaderKind::File, self.format)?;
         self.keys.check_context(&h.context)?;
-        match self.format {
-            Format::V1 => {
-                if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(self.du) {
-                    return Err(Error::Corrupt(Corruption::BadLength));
-                }
-            }
-            Format::V2 => h.size = layout::size_from_len_v2(len, self.du)?,
-        }
+        h.size = self.sizes().size_from(h.size, len, self.du)?;
         Ok(h)
     }
 
@@ -188,14 +153,14 @@ impl EncryptedFs {
     }
 
     /// Reads and checks a directory's metadata context through its fd.
-    pub(super) fn read_dir_context(&self, fd: BorrowedFd<'_>) -> Result<[u8; CONTEXT_SIZE]> {
+    pub(super) fn read_dir_context(&self, fd: BorrowedFd<'_>) -> Result<ContextV2> {
         let h = Header::parse_as(&read_dir_meta(fd)?, HeaderKind::Directory, self.format)?;
         self.keys.check_context(&h.context)?;
         Ok(h.context)
     }
 
     /// Decodes a stored symlink target into context and blob.
-    fn decode_target(&self, target: &[u8]) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
+    fn decode_target(&self, target: &[u8]) -> Result<(ContextV2, Vec<u8>)> {
         self.decode_backing_symlink(target).and_then(|(ctx, blob)| {
             self.keys.check_context(&ctx)?;
             Ok((ctx, blob))
@@ -207,8 +172,8 @@ impl EncryptedFs {
         &self,
         parent: &Inode,
         bname: &BackingName,
-        r: Result<([u8; CONTEXT_SIZE], u64)>,
-    ) -> Result<(Option<[u8; CONTEXT_SIZE]>, u64)> {
+        r: Result<(ContextV2, u64)>,
+    ) -> Result<(Option<ContextV2>, u64)> {
         match self.note(parent, Some(&bname.name), r) {
             Ok((c, s)) => Ok((Some(c), s)),
             Err(e) if e.is_corruption() => Ok((None, 0)),
@@ -229,7 +194,7 @@ impl EncryptedFs {
         let (context, size) = match kind {
             // Format 2: nothing is read at lookup (the size is the length,
             // the context is read when the file is opened).
-            Kind::File if self.size_in_length() => (None, 0),
+            Kind::File if !self.sizes().header_at_lookup() => (None, 0),
             Kind::File => {
                 let f = reopen(path, OFlags::RDONLY)?;
                 let r = self.read_file_header(&f).map(|h| (h.context, h.size));
@@ -351,7 +316,7 @@ impl EncryptedFs {
             // Format 2 identity is (device, inode number, type); the header
             // is read from the opened object itself, only when contents are
             // needed.
-            Kind::File if self.size_in_length() && write.is_none() => {}
+            Kind::File if !self.sizes().header_at_lookup() && write.is_none() => {}
             Kind::File => {
                 if write == Some(true) && self.check_vault_object(inode, &found.st).is_err() {
                     // EACCES, not EPERM: an open that did not ask to write
@@ -561,7 +526,7 @@ impl EncryptedFs {
     }
 
     /// A file's context, or its corruption error (re-read for the reason).
-    pub(super) fn file_context(&self, inode: &Inode) -> Result<[u8; CONTEXT_SIZE]> {
+    pub(super) fn file_context(&self, inode: &Inode) -> Result<ContextV2> {
         if let Some(c) = inode.context() {
             return Ok(c);
         }
@@ -575,10 +540,7 @@ impl EncryptedFs {
         Err(stale())
     }
 
-    pub(super) fn symlink_parts(
-        &self,
-        inode: &Arc<Inode>,
-    ) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
+    pub(super) fn symlink_parts(&self, inode: &Arc<Inode>) -> Result<(ContextV2, Vec<u8>)> {
         let f = self.find(inode, None)?;
         let t = f.target.unwrap_or_default();
         let r = self.decode_target(&t);
@@ -608,20 +570,7 @@ impl EncryptedFs {
         let size = match inode.kind {
             // A damaged header or symlink still stats (size 0), so that the
             // object can be listed, renamed and deleted; reading it gives EIO.
-            // Format 2: the backing length is the size (the in-memory size
-            // while the file is open: it changes under the file's lock).
-            Kind::File if self.size_in_length() => {
-                let fs = inode.file.read()?;
-                if fs.fd.is_some() {
-                    fs.size
-                } else {
-                    self.size_of_len(st.st_size as u64).unwrap_or(0)
-                }
-            }
-            Kind::File => match inode.context() {
-                Some(_) => inode.file.read()?.size,
-                None => 0,
-            },
+            Kind::File => self.sizes().attr_size(self, inode, st)?,
             Kind::Symlink => match inode.symlink_size.get() {
                 Some(s) => *s,
                 None => match self.symlink_target(inode) {
@@ -670,7 +619,7 @@ impl EncryptedFs {
         bname: &BackingName,
     ) -> Result<(Arc<Inode>, Stat)> {
         let pfd = self.dir_fd(parent)?;
-        if self.size_in_length()
+        if !self.sizes().header_at_lookup()
             && let Some(st) = self.stat_plain_file(parent, pfd, bname)?
         {
             let ident = Ident {
@@ -741,29 +690,19 @@ impl EncryptedFs {
         bname: &BackingName,
         file: File,
         st: &Stat,
-        ctx: [u8; CONTEXT_SIZE],
+        ctx: ContextV2,
     ) -> Result<Arc<Inode>> {
         let ident = Ident {
             dev: st.st_dev,
             ino: st.st_ino,
             kind: Kind::File,
-            // Format 2 files are looked up without their context: so are
-            // they registered, or a later lookup would not find this inode.
-            context: (!self.size_in_length()).then_some(ctx),
+            context: self.sizes().identity_context(ctx),
         };
         let inode = self.inodes.lookup_or_insert(ident, |no| -> Result<Inode> {
             Ok(Inode::new(no, ident, None, None, 0))
         })?;
         inode.add_link(parent, bname);
-        let crypt = if self.size_in_length() {
-            self.need_key()?;
-            let c = self
-                .keys
-                .node_crypt(&ctx, NodeKind::File, inode.backing_ino);
-            self.note(&inode, None, c)?
-        } else {
-            self.file_crypt(&inode)?
-        };
+        let crypt = self.sizes().created_crypt(self, &inode, &ctx)?;
         let mut fs = inode.file.write()?;
         fs.size = 0;
         fs.fd = Some(Arc::new(file));

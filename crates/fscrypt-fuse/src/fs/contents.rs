@@ -9,9 +9,9 @@ use crate::crypt::NodeCrypt;
 use crate::error::{Error, Result, WrongType};
 use crate::handles::{FileHandle, Handle};
 use crate::inodes::{FileState, Inode, InodeNo, Kind};
-use crate::layout::{self, Header, HeaderKind};
+use crate::layout;
 
-use super::offsets::{HEADER_SIZE_FIELD, Units, bytes_before, eof_unit, unit_of, unit_start};
+use super::offsets::{Units, bytes_before, eof_unit, unit_of, unit_start};
 use super::recover::crash_point;
 use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
 
@@ -35,11 +35,9 @@ impl EncryptedFs {
         }
         {
             let mut st = inode.file.write()?;
-            // First the key (EIO for a damaged header, before any repair);
-            // format 2 reads it from the object opened below.
-            if st.crypt.is_none() && !self.size_in_length() {
-                st.crypt = Some(self.file_crypt(&inode)?);
-            }
+            // First the key where the lookup read the context (EIO for a
+            // damaged header, before any repair).
+            self.sizes().before_open(self, &inode, &mut st)?;
             if st.fd.is_none() || (write && !st.fd_writable) {
                 // Reopened through a link and proven to be this inode's
                 // object (never whatever sits under the name now).
@@ -54,26 +52,9 @@ impl EncryptedFs {
                     Err(e) => return Err(e),
                 };
                 let f = f.file.ok_or(Error::Stale)?;
-                if self.size_in_length() {
-                    // Format 2: the header is read here, lazily, from the
-                    // very object opened; the length is the size, so
-                    // nothing can be stored past it (no repair).
-                    let (crypt, size) = self.file_crypt_of(&inode, &f)?;
-                    if st.crypt.is_none() {
-                        st.crypt = Some(crypt);
-                    }
-                    if st.fd.is_none() {
-                        st.size = size;
-                    }
-                } else if rw {
-                    // Repair after a crash: nothing may be stored past the
-                    // units that cover the size (spec of the format doc).
-                    let len = f.metadata()?.len();
-                    let want = layout::backing_len_for(st.size, self.du);
-                    if len > want {
-                        f.set_len(want)?;
-                    }
-                }
+                // The key and size from this very object (format 2), or the
+                // repair after a crash (format 1).
+                self.sizes().opened(self, &inode, &mut st, &f, rw)?;
                 st.fd = Some(Arc::new(f));
                 st.fd_writable = rw;
             }
@@ -163,25 +144,6 @@ impl EncryptedFs {
         Ok(u.head..u.head + (end - offset) as usize)
     }
 
-    /// Makes `st.size` the stored size: format 1 rewrites the header's size
-    /// field; format 2 sets the backing length (one `ftruncate`, the commit
-    /// point of every size change).
-    pub(super) fn write_size(&self, inode: &Inode, f: &File, st: &FileState) -> Result<()> {
-        if self.size_in_length() {
-            let len = layout::len_for_size_v2(st.size, self.du).ok_or(Error::FileTooBig)?;
-            f.set_len(len)?;
-            return Ok(());
-        }
-        let h = Header {
-            format: self.format,
-            kind: HeaderKind::File,
-            context: self.file_context(inode)?,
-            size: st.size,
-        };
-        f.write_all_at(&h.size_update_bytes(), HEADER_SIZE_FIELD)?;
-        Ok(())
-    }
-
     /// Format 2: zeroes the trailer of a `size`-byte file (the bytes stored
     /// where unit `ceil(size/du)` starts) unless they are zeros already;
     /// called before the size grows over them without that unit being
@@ -258,21 +220,13 @@ impl EncryptedFs {
             .ok_or(Error::FileTooBig)?;
         let old = st.size;
         let u = Units::of_range(offset, end, du);
-        if self.size_in_length() && end > old {
-            layout::len_for_size_v2(end, du).ok_or(Error::FileTooBig)?;
+        if end > old {
+            self.sizes().check(end, du)?;
         }
         if u.first > unit_of(old, du) {
             self.zero_eof_tail(&f, &crypt, old)?;
         }
-        // Format 2: the old trailer becomes part of unit ceil(old/du) when
-        // the size grows past that unit's start; unless this write rewrites
-        // that unit whole, it must be zeros first.
-        if self.size_in_length() && end > old.next_multiple_of(du) {
-            let t = old.div_ceil(du);
-            if !(u.first <= t && t < u.last) {
-                self.clear_trailer(&f, old)?;
-            }
-        }
+        self.sizes().before_write(self, &f, old, end, &u)?;
         IO_BUF.with(|cell| -> Result<()> {
             let mut guard = cell.borrow_mut();
             if guard.len() < u.len() {
@@ -297,17 +251,10 @@ impl EncryptedFs {
         crash_point("write:after-data");
         if end > old {
             st.size = end;
-            // Format 2: the data write itself may already have given the
-            // backing file the length that encodes the new size (a write
-            // ending on a unit boundary past the old length, as every
-            // whole-unit append does); then there is nothing left to set.
-            let done = self.size_in_length() && {
-                let had = layout::len_for_size_v2(old, du).ok_or(Error::FileTooBig)?;
-                let wrote = layout::unit_offset(u.last, du);
-                layout::len_for_size_v2(end, du) == Some(had.max(wrote))
-            };
-            if !done {
-                self.write_size(&inode, &f, &st)?;
+            // The data write itself may already have stored the new size
+            // (format 2); then there is nothing left to set.
+            if !self.sizes().stored_by_write(old, end, u.last, du)? {
+                self.sizes().store(self, &inode, &f, &st)?;
             }
         }
         Ok(data.len() as u32)
@@ -326,9 +273,18 @@ impl EncryptedFs {
         if size > i64::MAX as u64 {
             return Err(Error::FileTooBig);
         }
-        if self.size_in_length() {
-            return self.truncate_v2(inode, st, size);
-        }
+        self.sizes().truncate(self, inode, st, size)
+    }
+
+    /// Format 1 truncate (the file's lock held): the units past the new
+    /// size go (down) or the stale ones past the old size do (up), then the
+    /// header's size field is rewritten.
+    pub(super) fn truncate_header(
+        &self,
+        inode: &Arc<Inode>,
+        st: &mut FileState,
+        size: u64,
+    ) -> Result<()> {
         let crypt = match &st.crypt {
             Some(c) => c.clone(),
             None => self.file_crypt(inode)?,
@@ -363,7 +319,7 @@ impl EncryptedFs {
             return Ok(());
         }
         st.size = size;
-        self.write_size(inode, &f, st)
+        self.sizes().store(self, inode, &f, st)
     }
 
     /// Format 2 truncate (the file's lock held): the size change is one
@@ -372,9 +328,14 @@ impl EncryptedFs {
     /// size are zeroed (a crash before leaves them masked and re-zeroed
     /// before the size grows over them). Up: the old last unit's stored
     /// tail and the old trailer are zeroed, then `ftruncate`.
-    fn truncate_v2(&self, inode: &Arc<Inode>, st: &mut FileState, size: u64) -> Result<()> {
+    pub(super) fn truncate_length(
+        &self,
+        inode: &Arc<Inode>,
+        st: &mut FileState,
+        size: u64,
+    ) -> Result<()> {
         let du = self.du;
-        layout::len_for_size_v2(size, du).ok_or(Error::FileTooBig)?;
+        self.sizes().check(size, du)?;
         let (f, crypt, old): (Arc<File>, NodeCrypt, u64) = match (&st.fd, st.fd_writable, &st.crypt)
         {
             (Some(f), true, Some(c)) => (f.clone(), c.clone(), st.size),
@@ -392,7 +353,7 @@ impl EncryptedFs {
             self.clear_trailer(&f, old)?;
         }
         st.size = size;
-        if let Err(e) = self.write_size(inode, &f, st) {
+        if let Err(e) = self.sizes().store(self, inode, &f, st) {
             st.size = old;
             return Err(e);
         }
@@ -446,8 +407,8 @@ impl EncryptedFs {
             return Err(Error::InvalidArgument);
         }
         let du = self.du;
-        if self.size_in_length() && mode == 0 {
-            layout::len_for_size_v2(end, du).ok_or(Error::FileTooBig)?;
+        if mode == 0 {
+            self.sizes().check(end, du)?;
         }
         let u = Units::of_range(offset, end, du);
         let (start, stop) = (

@@ -6,8 +6,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use fscrypt::NameError;
 use fscrypt::hooks::{prepare_link, prepare_symlink};
+use fscrypt::{ContextV2, NameError};
 use fuser::FileAttr;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::handles::{FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind};
 use crate::layout::{
-    self, BackingName, CONTEXT_SIZE, DIR_META_NAME, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
+    self, BackingName, DIR_META_NAME, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
     SYMLINK_MAX_BLOB, SYMLINK_MAX_BLOB_STORED,
 };
 
@@ -289,7 +289,7 @@ impl EncryptedFs {
             }
         };
         crash_point("create:after-open");
-        let r = (|| -> Result<[u8; CONTEXT_SIZE]> {
+        let r = (|| -> Result<ContextV2> {
             let ctx = self.keys.new_context()?;
             let h = Header {
                 format: self.format,

@@ -18,10 +18,12 @@ mod backing;
 mod contents;
 mod create;
 mod dir;
+mod engine;
 mod names;
 mod offsets;
 mod recover;
 mod remove;
+mod size;
 mod xattr;
 
 use std::cell::RefCell;
@@ -268,12 +270,6 @@ impl EncryptedFs {
     /// The vault's on-disk format (`docs/vault-format.md` §4, §4a).
     pub fn format(&self) -> Format {
         self.format
-    }
-
-    /// Whether regular files keep their size in the backing length (format
-    /// 2) rather than in the header (format 1).
-    fn size_in_length(&self) -> bool {
-        self.format == Format::V2
     }
 
     // -----------------------------------------------------------------------

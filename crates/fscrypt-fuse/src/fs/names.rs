@@ -11,19 +11,19 @@ use std::sync::Arc;
 
 use fscrypt::fname::{FNAME_MIN_MSG_LEN, is_dot_or_dotdot};
 use fscrypt::hooks::{FscryptName, LinkInode};
-use fscrypt::{FnameBuf, NAME_MAX};
+use fscrypt::{ContextV2, FnameBuf, NAME_MAX};
 use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Inode, Kind};
-use crate::layout::{self, BackingName, CONTEXT_SIZE, DIR_META_NAME, EntryName};
+use crate::layout::{self, BackingName, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
 use super::{EncryptedFs, sys};
 
 impl EncryptedFs {
-    pub(super) fn dir_context(&self, dir: &Inode) -> Result<[u8; CONTEXT_SIZE]> {
+    pub(super) fn dir_context(&self, dir: &Inode) -> Result<ContextV2> {
         if let Some(c) = dir.context() {
             return Ok(c);
         }

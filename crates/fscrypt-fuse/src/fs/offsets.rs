@@ -171,7 +171,10 @@ mod tests {
         let h = Header {
             format: crate::layout::Format::V1,
             kind: HeaderKind::File,
-            context: [7; 40],
+            context: fscrypt::ContextV2 {
+                policy: fscrypt::PolicyV2::new_default(fscrypt::KeyIdentifier([7; 16])),
+                nonce: [7; 16],
+            },
             size: 0x0102_0304_0506_0708,
         };
         let b = h.to_bytes();

@@ -15,6 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use fscrypt::ContextV2;
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
@@ -186,7 +187,7 @@ impl EncryptedFs {
     /// Writes the store object of a symlink target too long for a backing
     /// symlink (complete before it gets its name) and returns the backing
     /// symlink target naming it.
-    pub(super) fn store_symlink(&self, ctx: &[u8; CONTEXT_SIZE], blob: &[u8]) -> Result<String> {
+    pub(super) fn store_symlink(&self, ctx: &ContextV2, blob: &[u8]) -> Result<String> {
         let dir = self.store_dir(true)?.ok_or(Error::NotFound)?;
         let u = Unlinked::new(dir.as_fd(), 0o600)?;
         let r = (|| {
@@ -226,10 +227,7 @@ impl EncryptedFs {
     /// # Errors
     /// [`Corruption::BadSymlink`] when it decodes to nothing valid or its
     /// store object is missing or damaged.
-    pub(super) fn decode_backing_symlink(
-        &self,
-        target: &[u8],
-    ) -> Result<([u8; CONTEXT_SIZE], Vec<u8>)> {
+    pub(super) fn decode_backing_symlink(&self, target: &[u8]) -> Result<(ContextV2, Vec<u8>)> {
         if !layout::is_symlink_marker(target) {
             return Ok(layout::decode_symlink(target)?);
         }

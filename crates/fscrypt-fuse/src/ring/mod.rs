@@ -22,7 +22,7 @@
 //! Threads: one per possible CPU (the kernel keeps a queue per possible
 //! CPU and uses the ring only once all have entries), pinned to it, each
 //! with its own io_uring (128-byte SQEs, one submitter) and [`DEPTH`]
-//! entries: a 288-byte header and a payload buffer of [`MAX_REQUEST`]
+//! entries: a 288-byte header (`fuse_uring_req_header`) and a payload buffer of [`MAX_REQUEST`]
 //! (plus [`READ_SLACK`]) bytes each.
 //! A thread serves its entries one after the other and stops when the
 //! kernel ends the connection (unmount: every command completes with
@@ -37,6 +37,7 @@
 
 #![allow(unsafe_code)]
 
+mod abi;
 mod wire;
 
 use std::io;
@@ -47,8 +48,10 @@ use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
+use crate::backend::Backend;
 use crate::ops::{MAX_REQUEST, Ops};
 use wire::Header;
+use zerocopy::IntoBytes;
 
 /// Entries per queue: one being served while the kernel fills the other.
 const DEPTH: usize = 2;
@@ -126,7 +129,7 @@ impl Ring {
 
     /// Starts one serving thread per possible CPU (at INIT: the threads
     /// register as soon as the kernel has INIT's reply).
-    pub(crate) fn start(&self, ops: Arc<Ops>) {
+    pub(crate) fn start<B: Backend>(&self, ops: Arc<Ops<B>>) {
         let Some(dev) = lock(&self.dev).take() else {
             return;
         };
@@ -204,12 +207,13 @@ struct Entry {
 
 impl Entry {
     fn new() -> Entry {
-        let mut header = Box::new(Header::new());
+        let mut header = Header::boxed();
         let mut payload = vec![0u8; MAX_REQUEST as usize + READ_SLACK];
+        let header_bytes = header.as_mut_bytes();
         let iov = Box::new([
             libc::iovec {
-                iov_base: header.0.as_mut_ptr().cast(),
-                iov_len: wire::HEADER,
+                iov_base: header_bytes.as_mut_ptr().cast(),
+                iov_len: header_bytes.len(),
             },
             libc::iovec {
                 iov_base: payload.as_mut_ptr().cast(),
@@ -235,10 +239,13 @@ fn submit(
     qid: usize,
     cmd: u32,
 ) -> io::Result<()> {
-    // struct fuse_uring_cmd_req: flags, commit_id, qid (u16), padding.
+    let req = abi::fuse_uring_cmd_req {
+        commit_id: e.header.commit_id(),
+        qid: qid as u16,
+        ..Default::default()
+    };
     let mut area = [0u8; 80];
-    area[8..16].copy_from_slice(&e.header.commit_id().to_ne_bytes());
-    area[16..18].copy_from_slice(&(qid as u16).to_ne_bytes());
+    area[..size_of::<abi::fuse_uring_cmd_req>()].copy_from_slice(req.as_bytes());
     let mut op = opcode::UringCmd80::new(types::Fd(dev.as_raw_fd()), cmd).cmd(area);
     if cmd == CMD_REGISTER {
         op = op.addr(Some(e.iov.as_ptr() as u64));
@@ -272,7 +279,12 @@ fn submit(
 }
 
 /// Serves queue `qid` until the kernel ends the connection.
-fn serve_queue(qid: usize, dev: &OwnedFd, ops: &Ops, owner_only: Option<u32>) -> io::Result<()> {
+fn serve_queue<B: Backend>(
+    qid: usize,
+    dev: &OwnedFd,
+    ops: &Ops<B>,
+    owner_only: Option<u32>,
+) -> io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();
     set.set(qid);
     if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {

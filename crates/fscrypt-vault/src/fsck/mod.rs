@@ -391,7 +391,7 @@ pub enum FsckError {
 }
 
 /// Whether an fscrypt-rs daemon holds the lock of the vault at
-/// `cipherdir` now (an advisory `flock` on the backing root, taken by the
+/// `cipherdir` now ([`crate::lock::VaultLock`]: an advisory `flock` on the backing root, taken by the
 /// mount for as long as it serves the vault; `fsck --repair` takes the same
 /// lock, so no mount can start while it repairs).
 ///
@@ -399,7 +399,7 @@ pub enum FsckError {
 /// [`FsckError::Open`], [`FsckError::Lock`].
 pub fn is_locked(cipherdir: &Path) -> Result<bool, FsckError> {
     let root = walk::open_root(cipherdir)?;
-    Ok(!walk::try_lock(&root, cipherdir)?)
+    Ok(walk::try_lock(&root, cipherdir)?.is_none())
 }
 
 /// Checks the vault whose backing root is `cipherdir` and whose root policy

@@ -8,8 +8,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use fscrypt::{Context, FileType as CryptType, InodeCrypt, InodeParams, MasterKey, PolicyV2};
-use rustix::fs::{AtFlags, CWD, FileType, FlockOperation, Mode, OFlags, Stat};
+use fscrypt::{
+    Context, ContextV2, FileType as CryptType, InodeCrypt, InodeParams, MasterKey, PolicyV2,
+};
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use super::{Action, Fix, FsckError, Kind, Options, Problem, Report, show_bytes};
@@ -46,34 +48,45 @@ pub(super) fn open_root(cipherdir: &Path) -> Result<OwnedFd, FsckError> {
     })
 }
 
-/// Tries the vault lock (exclusive, non-blocking) on `root`: `false` when
-/// another process holds it. The lock lives as long as this open file.
-pub(super) fn try_lock(root: &OwnedFd, cipherdir: &Path) -> Result<bool, FsckError> {
-    match rustix::fs::flock(root, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(true),
-        Err(Errno::WOULDBLOCK) => Ok(false),
-        Err(e) => Err(FsckError::Lock {
-            path: cipherdir.to_owned(),
-            source: errno(e),
-        }),
+/// Tries the vault lock ([`crate::lock::VaultLock`]) on `root`: `None`
+/// when another process holds it. The lock lives as long as the returned
+/// lock or `root`, whichever is closed last.
+pub(super) fn try_lock(
+    root: &OwnedFd,
+    cipherdir: &Path,
+) -> Result<Option<crate::lock::VaultLock>, FsckError> {
+    use crate::lock::{LockError, VaultLock};
+    VaultLock::try_on(root.as_fd(), cipherdir).map_err(|e| match e {
+        LockError::Open { path, source } => FsckError::Open { path, source },
+        LockError::Lock { path, source } => FsckError::Lock { path, source },
+        LockError::Held(path) => FsckError::Mounted(path),
+    })
+}
+
+/// Opens the entry `name` (one component) of the backing directory `dir`
+/// with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`): [`safe_open::open_entry`],
+/// which never follows a symlink, a magic link or `..`; a mount point is
+/// opened (the walk compares devices where it matters). A lasting rename
+/// race takes the `openat` fallback instead of failing.
+fn open_at(dir: BorrowedFd<'_>, name: &[u8], flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
+    use safe_open::{Error, Mounts};
+    match safe_open::open_entry(dir, name, flags, mode, Mounts::Cross) {
+        Err(Error::Raced) => safe_open::open_fallback(dir, name, flags, mode, Mounts::Cross),
+        r => r,
     }
+    .map_err(Error::errno)
 }
 
 /// Opens `name` in `dir` without following a symlink and without opening
-/// anything but a regular file: first as `O_PATH`, then (when `fstat` says
-/// regular file) reopened through `/proc/self/fd`. `Ok(None)` for another
-/// file type.
+/// anything but a regular file: first as `O_PATH` ([`open_at`]), then (when
+/// `fstat` says regular file) reopened through `/proc/self/fd`. `Ok(None)`
+/// for another file type.
 fn open_regular(
     dir: BorrowedFd<'_>,
     name: &[u8],
     write: bool,
 ) -> Result<Option<(File, Stat)>, Errno> {
-    let path = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let path = open_at(dir, name, OFlags::PATH, Mode::empty())?;
     let st = rustix::fs::fstat(&path)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Ok(None);
@@ -89,10 +102,10 @@ fn open_regular(
         Ok(fd) => fd,
         // Without /proc: a regular file a moment ago; O_NONBLOCK and the
         // fstat below keep a FIFO swapped in meanwhile from blocking us.
-        Err(Errno::NOENT) => rustix::fs::openat(
+        Err(Errno::NOENT) => open_at(
             dir,
             name,
-            flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            flags | OFlags::NONBLOCK | OFlags::NOCTTY,
             Mode::empty(),
         )?,
         Err(e) => return Err(e),
@@ -230,9 +243,15 @@ pub(super) fn run(
     opts: &Options<'_>,
 ) -> Result<Report, FsckError> {
     let root = open_root(cipherdir)?;
-    if opts.repair && !try_lock(&root, cipherdir)? {
-        return Err(FsckError::Mounted(cipherdir.to_owned()));
-    }
+    // Held for the whole run (dropped with `root` at its end).
+    let _lock = if opts.repair {
+        match try_lock(&root, cipherdir)? {
+            Some(lock) => Some(lock),
+            None => return Err(FsckError::Mounted(cipherdir.to_owned())),
+        }
+    } else {
+        None
+    };
     let root_st = rustix::fs::fstat(&root).map_err(|e| FsckError::Open {
         path: cipherdir.to_owned(),
         source: errno(e),
@@ -280,8 +299,8 @@ fn vault_format(root: BorrowedFd<'_>) -> Format {
     match open_regular(root, DIR_META_NAME.as_bytes(), false) {
         Ok(Some((f, _))) => read_bounded(&f, HEADER_USED)
             .ok()
-            .and_then(|b| Header::parse(&b, HeaderKind::Directory).ok())
-            .map_or(Format::LATEST, |h| h.format),
+            .and_then(|b| Header::parse_format(&b, HeaderKind::Directory).ok())
+            .unwrap_or(Format::LATEST),
         _ => Format::LATEST,
     }
 }
@@ -345,11 +364,10 @@ impl Walker<'_> {
         );
     }
 
-    fn context_ok(&self, ctx: &[u8; CONTEXT_SIZE]) -> Option<Context> {
-        match Context::parse(ctx) {
-            Ok(c @ Context::V2(v2)) if v2.policy == self.policy => Some(c),
-            _ => None,
-        }
+    /// A stored context as the vault's (`None`: of another policy, or, as
+    /// `ctx` says with `None`, not a v2 context at all).
+    fn context_ok(&self, ctx: Option<ContextV2>) -> Option<Context> {
+        ctx.filter(|c| c.policy == self.policy).map(Context::V2)
     }
 
     fn crypt(&self, ctx: &Context, t: CryptType, ino: u64) -> Option<Result<InodeCrypt, String>> {
@@ -400,26 +418,29 @@ impl Walker<'_> {
             }
         };
         let why = "the directory's context is damaged: its entries cannot be listed; restore the directory from a backup";
-        match Header::parse_as(&b, HeaderKind::Directory, self.format) {
-            Ok(h) => match self.context_ok(&h.context) {
-                Some(c) => Some(c),
-                None => {
-                    self.push(
-                        Kind::BadContext,
-                        backing,
-                        d.plain.clone(),
-                        "directory context invalid or of another policy".into(),
-                        Action::NotRepaired(why),
-                    );
-                    None
-                }
-            },
+        let ctx = match Header::parse_as(&b, HeaderKind::Directory, self.format) {
+            Ok(h) => Some(h.context),
+            // A sound header whose context bytes are no v2 context.
+            Err(Corruption::BadContext) => None,
             Err(c) => {
                 self.push(
                     corruption_kind(c),
                     backing,
                     d.plain.clone(),
                     format!("directory metadata: {c}"),
+                    Action::NotRepaired(why),
+                );
+                return None;
+            }
+        };
+        match self.context_ok(ctx) {
+            Some(c) => Some(c),
+            None => {
+                self.push(
+                    Kind::BadContext,
+                    backing,
+                    d.plain.clone(),
+                    "directory context invalid or of another policy".into(),
                     Action::NotRepaired(why),
                 );
                 None
@@ -509,11 +530,7 @@ impl Walker<'_> {
                     || {
                         let mut nonce = [0u8; 16];
                         fscrypt_crypto::random_bytes(&mut nonce).map_err(io::Error::other)?;
-                        leftovers::write_dir_meta(
-                            fd,
-                            &crate::root::context_bytes(&policy, nonce),
-                            format,
-                        )
+                        leftovers::write_dir_meta(fd, &ContextV2 { policy, nonce }, format)
                     },
                 );
             } else {

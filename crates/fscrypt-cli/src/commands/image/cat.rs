@@ -6,8 +6,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use fscrypt_linux::ext4::InodeKind;
-use fscrypt_linux::image::read::Contents;
+use fscrypt_ext4::InodeKind;
+use fscrypt_ext4::image::read::Contents;
 
 /// Arguments of `fscrypt-rs image cat`.
 #[derive(clap::Args, Debug)]

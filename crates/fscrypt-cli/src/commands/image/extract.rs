@@ -5,8 +5,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use fscrypt_linux::ext4::InodeKind;
-use fscrypt_linux::image::extract::{self, Options, Progress};
+use fscrypt_ext4::InodeKind;
+use fscrypt_ext4::image::extract::{self, Options, Progress};
 
 /// Arguments of `fscrypt-rs image extract`.
 #[derive(clap::Args, Debug)]

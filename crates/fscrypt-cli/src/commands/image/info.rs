@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::process::ExitCode;
 
-use fscrypt_linux::ext4::InodeKind;
-use fscrypt_linux::image::{Image, Node, join, keys::policy_key};
+use fscrypt_ext4::InodeKind;
+use fscrypt_ext4::image::{Image, Node, join, keys::policy_key};
 
 /// Arguments of `fscrypt-rs image info`.
 #[derive(clap::Args, Debug)]

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
-use fscrypt_linux::ext4::InodeKind;
-use fscrypt_linux::image::{Image, Node, join};
+use fscrypt_ext4::InodeKind;
+use fscrypt_ext4::image::{Image, Node, join};
 
 /// Arguments of `fscrypt-rs image ls`.
 #[derive(clap::Args, Debug)]

@@ -1,10 +1,10 @@
 //! `fscrypt-rs image ...`: offline access to kernel-encrypted ext4 images
-//! and block devices (read-only, no kernel; `fscrypt_linux::image`).
+//! and block devices (read-only, no kernel; `fscrypt_ext4::image`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use fscrypt_linux::image::{Image, KeySet};
+use fscrypt_ext4::image::{Image, KeySet};
 
 pub mod cat;
 pub mod extract;
@@ -24,8 +24,8 @@ pub mod mount;
                   names. The image is opened read-only and never modified.\n\nSupported: v1 and \
                   v2 policies with AES-256-XTS/AES-256-CTS (and the other modes without \
                   IV_INO_LBLK flags the format crate implements), 1 and 4 KiB blocks, extents and \
-                  block maps, htree directories, fast and slow symlinks, sparse files. Not yet: \
-                  casefolded or inline-data directories, inline-data files, journal replay (an \
+                  block maps, htree directories, fast and slow symlinks, sparse files, inline data. Not yet: \
+                  journal replay (an \
                   image that needs recovery is refused), xattrs in extract."
 )]
 pub struct Args {

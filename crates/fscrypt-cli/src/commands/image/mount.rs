@@ -55,6 +55,9 @@ pub struct Args {
 struct Options {
     allow_other: bool,
     fs_name: Option<String>,
+    /// `io_uring` / `noio_uring`; neither: FUSE over io_uring for root's
+    /// mounts only, as for a vault.
+    io_uring: Option<bool>,
 }
 
 fn parse_options(words: &[String]) -> anyhow::Result<Options> {
@@ -62,11 +65,13 @@ fn parse_options(words: &[String]) -> anyhow::Result<Options> {
     for w in words.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
         match w.split_once('=') {
             None if w == "allow_other" => o.allow_other = true,
+            None if w == "io_uring" => o.io_uring = Some(true),
+            None if w == "noio_uring" => o.io_uring = Some(false),
             None if ["ro", "nosuid", "nodev", "default_permissions"].contains(&w) => {}
             Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
             _ => bail!(
                 "unknown mount option {w:?} for an image mount (known: allow_other, \
-                 fsname=NAME; it is always ro,nosuid,nodev)"
+                 fsname=NAME, io_uring, noio_uring; it is always ro,nosuid,nodev)"
             ),
         }
     }
@@ -121,6 +126,9 @@ fn serve(args: &Args, mountpoint: &fscrypt_fuse::MountPoint) -> anyhow::Result<(
     let config = fscrypt_fuse::image::ImageMountConfig {
         allow_other: opts.allow_other,
         fs_name,
+        io_uring: opts
+            .io_uring
+            .unwrap_or_else(|| rustix::process::geteuid().is_root()),
     };
     fscrypt_fuse::image::mount_on(img, config, mountpoint)
         .with_context(|| format!("mounting {}", mountpoint.path().display()))?;

@@ -152,7 +152,9 @@ impl Walker<'_> {
             }
         };
         let h = match Header::parse_as(&b, HeaderKind::File, self.format) {
-            Ok(h) => h,
+            Ok(h) => Some(h),
+            // A sound header whose context bytes are no v2 context.
+            Err(Corruption::BadContext) => None,
             Err(c) => {
                 self.push(
                     corruption_kind(c),
@@ -164,7 +166,7 @@ impl Walker<'_> {
                 return true;
             }
         };
-        if self.context_ok(&h.context).is_none() {
+        let Some(h) = h.filter(|h| self.context_ok(Some(h.context)).is_some()) else {
             self.push(
                 Kind::BadContext,
                 backing,
@@ -173,7 +175,7 @@ impl Walker<'_> {
                 Action::NotRepaired(USER_DATA),
             );
             return true;
-        }
+        };
         if self.format == Format::V2 {
             // Format 2: the length is the size; nothing can be stored past it.
             if layout::size_from_len_v2(len, self.du).is_err() {
@@ -236,10 +238,10 @@ impl Walker<'_> {
             );
             return;
         }
-        let fd = match rustix::fs::openat(
+        let fd = match open_at(
             d.fd,
             name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::DIRECTORY,
             Mode::empty(),
         ) {
             Ok(fd) => fd,
@@ -305,7 +307,9 @@ impl Walker<'_> {
             self.referenced.insert(id.as_bytes().to_vec());
             match self.read_store_object(id.as_bytes()) {
                 Ok(Some(b)) => match layout::decode_store_object(&b) {
-                    Ok(x) => x,
+                    Ok((ctx, blob)) => (Some(ctx), blob),
+                    // A sound object whose context bytes are no v2 context.
+                    Err(Corruption::BadContext) => (None, Vec::new()),
                     Err(c) => {
                         self.push(
                             Kind::BadStoreObject,
@@ -339,7 +343,9 @@ impl Walker<'_> {
             }
         } else {
             match layout::decode_symlink(&target) {
-                Ok(x) => x,
+                Ok((ctx, blob)) => (Some(ctx), blob),
+                // A sound encoding whose context bytes are no v2 context.
+                Err(Corruption::BadContext) => (None, Vec::new()),
                 Err(c) => {
                     self.push(
                         Kind::BadSymlink,
@@ -353,7 +359,7 @@ impl Walker<'_> {
             }
         };
         let (ctx, blob) = decoded;
-        let Some(c) = self.context_ok(&ctx) else {
+        let Some(c) = self.context_ok(ctx) else {
             self.push(
                 Kind::BadContext,
                 backing,

@@ -5,10 +5,10 @@ use super::*;
 
 impl Walker<'_> {
     pub(super) fn open_store(&mut self, root: BorrowedFd<'_>) {
-        match rustix::fs::openat(
+        match open_at(
             root,
-            SYMLINK_STORE_DIR,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            SYMLINK_STORE_DIR.as_bytes(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
             Mode::empty(),
         ) {
             Ok(fd) => self.store = Some(fd),
@@ -170,14 +170,10 @@ impl Walker<'_> {
                         detail,
                         Fix::WriteCleanMarker,
                         || {
-                            let f = rustix::fs::openat(
+                            let f = open_at(
                                 root,
-                                CLEAN_MARKER,
-                                OFlags::WRONLY
-                                    | OFlags::CREATE
-                                    | OFlags::EXCL
-                                    | OFlags::NOFOLLOW
-                                    | OFlags::CLOEXEC,
+                                CLEAN_MARKER.as_bytes(),
+                                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
                                 Mode::from_raw_mode(0o600),
                             )
                             .map_err(errno)?;

@@ -1,0 +1,290 @@
+//! Mounting: a vault ([`mount`], [`mount_on`], [`mount_background`]) or
+//! any other back-end through the same session code.
+//!
+//! | module | concern |
+//! |---|---|
+//! | `session.rs` | fuser options, the engine of a back-end, mount(2) or `fusermount3`, serving until unmounted |
+//! | `fusermount.rs` | the `fusermount3` protocol (mounting without root) |
+//! | `mountpoint.rs` | [`MountPoint`]: the directory mounted on, held open and checked |
+//! | `readahead.rs` | the mount's read-ahead raised to one request's size |
+//! | `unmount.rs` | [`unmount`]: umount(2) or `fusermount3 -u`, busy mounts named |
+//! | this file | the vault: [`MountConfig`], its lock, [`BackgroundMount`] |
+
+mod fusermount;
+mod mountpoint;
+mod readahead;
+pub(crate) mod session;
+mod unmount;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use self::mountpoint::{MountPoint, parent_risk};
+use self::session::{Engine, MountedSession, Options, new_session};
+pub use self::unmount::unmount;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::fs::{EncryptedFs, FsOptions};
+use crate::ring::Ring;
+use crate::stats::{RequestStats, StatsSnapshot};
+use fscrypt_vault::VaultLock;
+
+/// How to mount a vault.
+pub struct MountConfig {
+    /// The backing (cipher) directory; its root metadata file must exist
+    /// ([`create_root`]).
+    pub backing_dir: PathBuf,
+    /// The vault's root policy.
+    pub policy: fscrypt::PolicyV2,
+    /// The master key; `None` mounts locked (no-key names, no contents).
+    pub master_key: Option<fscrypt::MasterKey>,
+    /// Mount read-only.
+    pub read_only: bool,
+    /// Let other users access the mount (FUSE `allow_other`).
+    ///
+    /// Every mount carries `default_permissions`: the kernel checks the
+    /// mode bits, sticky directories and the caller's supplementary groups
+    /// before any request reaches the daemon. There is no mode without
+    /// those checks (the daemon, often root, checks nothing itself).
+    pub allow_other: bool,
+    /// Honour setuid/setgid bits (`-o suid`); off by default (`nosuid`).
+    /// Root only: [`mount`] refuses it for any other caller.
+    pub suid: bool,
+    /// Let device nodes open (`-o dev`); off by default (`nodev`). Root
+    /// only: [`mount`] refuses it for any other caller.
+    pub dev: bool,
+    /// Run no program from the mount (`-o noexec`, `MS_NOEXEC`); off by
+    /// default.
+    pub noexec: bool,
+    /// Source name shown in /proc/mounts.
+    pub fs_name: String,
+    /// Serve through FUSE over io_uring when the kernel offers it (Linux
+    /// 6.14+, after root enabled `/sys/module/fuse/parameters/
+    /// enable_uring`): one queue and serving thread per CPU, so that a
+    /// request wakes a thread on its caller's CPU. Without the kernel's
+    /// offer the mount serves `/dev/fuse` as always.
+    pub io_uring: bool,
+}
+
+impl std::fmt::Debug for MountConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MountConfig")
+            .field("backing_dir", &self.backing_dir)
+            .field("policy", &self.policy)
+            .field(
+                "master_key",
+                &self.master_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("read_only", &self.read_only)
+            .field("allow_other", &self.allow_other)
+            .field("suid", &self.suid)
+            .field("dev", &self.dev)
+            .field("noexec", &self.noexec)
+            .field("fs_name", &self.fs_name)
+            .field("io_uring", &self.io_uring)
+            .finish()
+    }
+}
+
+impl MountConfig {
+    /// The session options of this mount.
+    fn options(&self) -> Options {
+        Options {
+            fs_name: self.fs_name.clone(),
+            read_only: self.read_only,
+            allow_other: self.allow_other,
+            suid: self.suid,
+            dev: self.dev,
+            noexec: self.noexec,
+            io_uring: self.io_uring,
+        }
+    }
+}
+
+/// The engine of the vault `config` describes, and its lock (held for as
+/// long as the vault is served).
+fn prepare(
+    config: MountConfig,
+    mountpoint: &MountPoint,
+) -> Result<(Engine<EncryptedFs>, VaultLock)> {
+    let options = config.options();
+    session::check(&options, mountpoint)?;
+    // Before the filesystem opens (and recovers) anything: one daemon per
+    // vault.
+    let lock = VaultLock::acquire(&config.backing_dir).map_err(|e| Error::Mount(e.to_string()))?;
+    let fs = EncryptedFs::new(
+        &config.backing_dir,
+        config.policy,
+        config.master_key,
+        FsOptions {
+            read_only: config.read_only,
+        },
+    )?;
+    Ok((session::engine(fs, &options), lock))
+}
+
+/// Mounts the vault at `mountpoint` and serves it until it is unmounted
+/// (`fscrypt-rs unmount`, `fusermount3 -u`, `umount`) or the process gets
+/// SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
+///
+/// The daemon holds the vault's lock ([`VaultLock`]) while it serves it.
+/// Without root the setuid `fusermount3` mounts (`/dev/fuse` must be
+/// accessible to the user); the daemon keeps running as the caller.
+///
+/// # Errors
+/// [`Error::Mount`] when FUSE is unavailable (naming why), the mountpoint is
+/// bad or the vault is mounted already, [`Error::Corrupt`]/[`Error::Io`]
+/// when the backing directory cannot be used.
+pub fn mount(config: MountConfig, mountpoint: &Path) -> Result<()> {
+    mount_on(config, &MountPoint::open(mountpoint)?)
+}
+
+/// [`mount`] onto a mount point opened (and checked) before: the mount
+/// goes on exactly the directory `mountpoint` holds, wherever its path now
+/// leads (see [`MountPoint`]).
+///
+/// # Errors
+/// As [`mount`].
+pub fn mount_on(mut config: MountConfig, mountpoint: &MountPoint) -> Result<()> {
+    // This process is the daemon: nothing of it may reach a core file.
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        log::warn!("fscrypt-fuse: cannot make the daemon non-dumpable: {e}");
+    }
+    config.backing_dir = std::fs::canonicalize(&config.backing_dir).map_err(|e| {
+        Error::Mount(format!(
+            "backing directory {}: {e}",
+            config.backing_dir.display()
+        ))
+    })?;
+    let (engine, _lock) = prepare(config, mountpoint)?;
+    session::serve(engine, mountpoint)
+}
+
+/// How long [`BackgroundMount::unmount`] waits for a busy mount.
+const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A mount served by a background thread; dropping it unmounts.
+#[derive(Debug)]
+pub struct BackgroundMount {
+    session: Option<fuser::BackgroundSession>,
+    mountpoint: PathBuf,
+    own_mount: bool,
+    stats: Arc<RequestStats>,
+    ring: Arc<Ring>,
+    /// Released after the session ends (field order: dropped last).
+    _lock: Option<VaultLock>,
+}
+
+impl BackgroundMount {
+    /// Unmounts and waits for the serving thread. A busy mount is tried
+    /// again for up to 2 s (see `unmount_patiently`).
+    ///
+    /// # Errors
+    /// [`Error::Mount`] if the mount stays busy (naming its holders) or
+    /// cannot be unmounted (the mount is then still served); [`Error::Io`]
+    /// if the serving thread ended with an error.
+    pub fn unmount(mut self) -> Result<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        if self.session.is_none() {
+            return Ok(());
+        }
+        if self.own_mount {
+            // Kept served until it is unmounted: a refused unmount leaves
+            // a working mount, not a dead one.
+            self.unmount_patiently()?;
+        }
+        let Some(s) = self.session.take() else {
+            return Ok(());
+        };
+        let r = if self.own_mount {
+            // The serving thread ends when the kernel drops the connection.
+            session::session_ended(s.join())
+        } else {
+            session::session_ended(s.umount_and_join())
+        };
+        self.ring.join();
+        r
+    }
+
+    /// Unmounts, waiting up to [`BUSY_PATIENCE`] while the mount is busy:
+    /// in a process that mounts in the background, another of its threads
+    /// may be between fork and exec, its child holding a copy of a
+    /// descriptor opened on the mount for that moment. A mount still busy
+    /// after that is refused, naming its holders.
+    fn unmount_patiently(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + BUSY_PATIENCE;
+        loop {
+            match unmount::try_unmount(&self.mountpoint) {
+                Ok(()) => return Ok(()),
+                Err(unmount::Refusal::Busy) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(unmount::Refusal::Busy) => {
+                    return Err(Error::Mount(crate::busy::describe(&self.mountpoint)));
+                }
+                Err(unmount::Refusal::Other(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Where it is mounted.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The FUSE requests this mount has served so far, per opcode.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+}
+
+impl Drop for BackgroundMount {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            log::error!(
+                "fscrypt-fuse: unmounting {}: {e}",
+                self.mountpoint.display()
+            );
+        }
+    }
+}
+
+/// Mounts the vault served by a background thread of this process (tests,
+/// embedding). Unlike [`mount`], signals, the working directory, the
+/// dumpable flag and the umask are left alone: files are created with the
+/// mode the kernel passes masked once more by this process's umask, so set
+/// it to 0 where exact modes matter.
+///
+/// # Errors
+/// As [`mount`].
+pub fn mount_background(config: MountConfig, mountpoint: &Path) -> Result<BackgroundMount> {
+    let mp = MountPoint::open(mountpoint)?;
+    let (engine, lock) = prepare(config, &mp)?;
+    background(engine, &mp, Some(lock))
+}
+
+/// Mounts `engine` at `mp`, served by a background thread; `lock` is
+/// released once the session ended.
+pub(crate) fn background<B: Backend>(
+    engine: Engine<B>,
+    mp: &MountPoint,
+    lock: Option<VaultLock>,
+) -> Result<BackgroundMount> {
+    let Engine { adapter, ring, fc } = engine;
+    let stats = adapter.stats();
+    let MountedSession { session, own_mount } = new_session(adapter, mp, fc, Some(&ring))?;
+    let session = session.spawn().map_err(Error::Io)?;
+    Ok(BackgroundMount {
+        session: Some(session),
+        mountpoint: mp.path().to_path_buf(),
+        own_mount,
+        stats,
+        ring,
+        _lock: lock,
+    })
+}

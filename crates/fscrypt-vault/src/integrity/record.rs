@@ -1,0 +1,386 @@
+//! A format 3 file's record: its authenticated size, an extending write in
+//! progress, its generation (rollback), whether a writer had it open, and
+//! its bindings to names (`docs/design/vault-format-3.md`, "Record").
+//!
+//! Two copies live in the header region, A at [`RECORD_A`] and B at
+//! [`RECORD_B`]; writers alternate, and readers take the valid one with
+//! the higher `seq`, so a write torn by a power loss leaves the other.
+
+#![forbid(unsafe_code)]
+
+use fscrypt::NONCE_SIZE;
+
+use super::{IntegrityKeys, MacKind};
+
+/// Backing offset of record A.
+pub const RECORD_A: u64 = 1024;
+
+/// Backing offset of record B.
+pub const RECORD_B: u64 = 2048;
+
+/// Room for one record, bytes.
+pub const RECORD_SPACE: usize = 1024;
+
+/// Bytes before the bindings.
+const FIXED: usize = 40;
+
+/// Size of one binding, bytes.
+pub const BINDING_SIZE: usize = 16;
+
+/// The most bindings (hard links) a record holds: more links give EMLINK.
+pub const MAX_BINDINGS: usize = (RECORD_SPACE - FIXED - 16) / BINDING_SIZE;
+
+/// `flags` bit: a writer had the file open when this record was written
+/// (set with the generation bump, cleared when the last writer closes). A
+/// record that still has it when no writer of ours is open was left by a
+/// crash: the next writer checks the file's slot pairs first.
+pub const FLAG_WRITING: u8 = 1;
+
+/// One record's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRecord {
+    /// +1 per record write; the higher valid one of A and B is current.
+    pub seq: u64,
+    /// The authenticated plaintext size, bytes.
+    pub size: u64,
+    /// The size an extending write in progress aims at; equal to `size`
+    /// when none is.
+    pub growing_to: u64,
+    /// +1 at the first change of each write session.
+    pub generation: u64,
+    /// [`FLAG_WRITING`] or 0.
+    pub flags: u8,
+    /// One binding per name of the file ([`IntegrityKeys::binding`]).
+    pub bindings: Vec<[u8; BINDING_SIZE]>,
+}
+
+/// Why a stored record is not usable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Shorter than its own fields, or more bindings than fit.
+    #[error("record is truncated or has too many bindings")]
+    Malformed,
+    /// Unknown flag bits or non-zero reserved bytes.
+    #[error("record has unknown flags or reserved bytes set")]
+    Reserved,
+    /// The tag does not verify: tampered, torn, or another file's.
+    #[error("record tag does not verify")]
+    BadTag,
+    /// `growing_to` below `size`.
+    #[error("record grows to less than its size")]
+    BadGrowth,
+    /// Neither A nor B holds a valid record.
+    #[error("no valid record")]
+    NoneValid,
+}
+
+impl FileRecord {
+    /// A new file's first record: size 0, generation 1, bound to one name,
+    /// written by a writer that has it open.
+    pub fn new(binding: [u8; BINDING_SIZE]) -> FileRecord {
+        FileRecord {
+            seq: 1,
+            size: 0,
+            growing_to: 0,
+            generation: 1,
+            flags: FLAG_WRITING,
+            bindings: vec![binding],
+        }
+    }
+
+    /// The stored bytes (at most [`RECORD_SPACE`]), tagged under `keys`
+    /// for the file with nonce `nonce`.
+    ///
+    /// # Errors
+    /// [`RecordError::Malformed`] with more than [`MAX_BINDINGS`] bindings.
+    pub fn encode(
+        &self,
+        keys: &IntegrityKeys,
+        nonce: &[u8; NONCE_SIZE],
+    ) -> Result<Vec<u8>, RecordError> {
+        if self.bindings.len() > MAX_BINDINGS || self.growing_to < self.size {
+            return Err(RecordError::Malformed);
+        }
+        let mut b = Vec::with_capacity(FIXED + BINDING_SIZE * self.bindings.len() + 16);
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&self.size.to_le_bytes());
+        b.extend_from_slice(&self.growing_to.to_le_bytes());
+        b.extend_from_slice(&self.generation.to_le_bytes());
+        b.push(self.flags);
+        b.push(self.bindings.len() as u8);
+        b.extend_from_slice(&[0; 6]);
+        for binding in &self.bindings {
+            b.extend_from_slice(binding);
+        }
+        let tag = keys.tag(MacKind::FileRecord, 0, 0, nonce, &b);
+        b.extend_from_slice(&tag);
+        Ok(b)
+    }
+
+    /// Parses and verifies one stored record (`b` may be the whole
+    /// [`RECORD_SPACE`]; bytes after the tag are ignored).
+    ///
+    /// # Errors
+    /// Any [`RecordError`] but `NoneValid`.
+    pub fn decode(
+        b: &[u8],
+        keys: &IntegrityKeys,
+        nonce: &[u8; NONCE_SIZE],
+    ) -> Result<FileRecord, RecordError> {
+        let fixed = b.get(..FIXED).ok_or(RecordError::Malformed)?;
+        let n = usize::from(fixed[33]);
+        if n > MAX_BINDINGS {
+            return Err(RecordError::Malformed);
+        }
+        let body_len = FIXED + n * BINDING_SIZE;
+        let body = b.get(..body_len).ok_or(RecordError::Malformed)?;
+        let tag = b
+            .get(body_len..body_len + 16)
+            .ok_or(RecordError::Malformed)?;
+        if !keys.verify(MacKind::FileRecord, 0, 0, nonce, body, tag) {
+            return Err(RecordError::BadTag);
+        }
+        let flags = fixed[32];
+        if flags & !FLAG_WRITING != 0 || fixed[34..40].iter().any(|&x| x != 0) {
+            return Err(RecordError::Reserved);
+        }
+        let u64_at = |o: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&fixed[o..o + 8]);
+            u64::from_le_bytes(w)
+        };
+        let rec = FileRecord {
+            seq: u64_at(0),
+            size: u64_at(8),
+            growing_to: u64_at(16),
+            generation: u64_at(24),
+            flags,
+            bindings: body[FIXED..]
+                .chunks_exact(BINDING_SIZE)
+                .map(|c| {
+                    let mut w = [0u8; BINDING_SIZE];
+                    w.copy_from_slice(c);
+                    w
+                })
+                .collect(),
+        };
+        if rec.growing_to < rec.size {
+            return Err(RecordError::BadGrowth);
+        }
+        Ok(rec)
+    }
+
+    /// The current record of A and B and where the next one goes: the
+    /// valid one with the higher `seq` (A on a tie), and the offset of the
+    /// other.
+    ///
+    /// # Errors
+    /// [`RecordError::NoneValid`].
+    pub fn current(
+        a: &[u8],
+        b: &[u8],
+        keys: &IntegrityKeys,
+        nonce: &[u8; NONCE_SIZE],
+    ) -> Result<(FileRecord, u64), RecordError> {
+        let ra = FileRecord::decode(a, keys, nonce).ok();
+        let rb = FileRecord::decode(b, keys, nonce).ok();
+        match (ra, rb) {
+            (Some(x), Some(y)) if y.seq > x.seq => Ok((y, RECORD_A)),
+            (Some(x), _) => Ok((x, RECORD_B)),
+            (None, Some(y)) => Ok((y, RECORD_A)),
+            (None, None) => Err(RecordError::NoneValid),
+        }
+    }
+
+    /// Whether `binding` is one of this file's names.
+    pub fn is_bound_to(&self, binding: &[u8; BINDING_SIZE]) -> bool {
+        self.bindings
+            .iter()
+            .any(|b| subtle::ConstantTimeEq::ct_eq(&b[..], &binding[..]).into())
+    }
+}
+
+/// A format 3 directory's record, stored in its `fscrypt.dir` after the
+/// 72-byte header: `n (1) ‖ 0⁷ ‖ binding (16·n) ‖ tag (16)`, `n` = 0 for
+/// the root and 1 for every other directory. It holds nothing random or
+/// time-dependent, so the same path made on two replicas gives the same
+/// bytes. `fscrypt.dir` is replaced whole (temp file, rename) when a
+/// rename changes the binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirRecord {
+    /// The binding to the directory's parent and name; `None` for the root.
+    pub binding: Option<[u8; BINDING_SIZE]>,
+}
+
+impl DirRecord {
+    /// The stored bytes, tagged for the directory with nonce `nonce`.
+    pub fn encode(&self, keys: &IntegrityKeys, nonce: &[u8; NONCE_SIZE]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 + BINDING_SIZE + 16);
+        b.push(u8::from(self.binding.is_some()));
+        b.extend_from_slice(&[0; 7]);
+        if let Some(binding) = &self.binding {
+            b.extend_from_slice(binding);
+        }
+        let tag = keys.tag(MacKind::DirRecord, 0, 0, nonce, &b);
+        b.extend_from_slice(&tag);
+        b
+    }
+
+    /// Parses and verifies the bytes after the header; they must be
+    /// exactly one record.
+    ///
+    /// # Errors
+    /// [`RecordError::Malformed`] (wrong length or count),
+    /// [`RecordError::Reserved`], [`RecordError::BadTag`].
+    pub fn decode(
+        b: &[u8],
+        keys: &IntegrityKeys,
+        nonce: &[u8; NONCE_SIZE],
+    ) -> Result<DirRecord, RecordError> {
+        let n = usize::from(*b.first().ok_or(RecordError::Malformed)?);
+        if n > 1 || b.len() != 8 + n * BINDING_SIZE + 16 {
+            return Err(RecordError::Malformed);
+        }
+        let (body, tag) = b.split_at(8 + n * BINDING_SIZE);
+        if !keys.verify(MacKind::DirRecord, 0, 0, nonce, body, tag) {
+            return Err(RecordError::BadTag);
+        }
+        if body[1..8].iter().any(|&x| x != 0) {
+            return Err(RecordError::Reserved);
+        }
+        let binding = (n == 1).then(|| {
+            let mut w = [0u8; BINDING_SIZE];
+            w.copy_from_slice(&body[8..]);
+            w
+        });
+        Ok(DirRecord { binding })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> IntegrityKeys {
+        IntegrityKeys::from_raw(&[0x24; 64]).unwrap()
+    }
+
+    const NONCE: [u8; 16] = [5; 16];
+
+    fn record() -> FileRecord {
+        FileRecord {
+            seq: 9,
+            size: 12345,
+            growing_to: 20000,
+            generation: 3,
+            flags: 0,
+            bindings: vec![[1; 16], [2; 16]],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_max_bindings_fit() {
+        let k = keys();
+        let r = record();
+        let b = r.encode(&k, &NONCE).unwrap();
+        assert_eq!(FileRecord::decode(&b, &k, &NONCE), Ok(r.clone()));
+        let mut padded = b.clone();
+        padded.resize(RECORD_SPACE, 0);
+        assert_eq!(FileRecord::decode(&padded, &k, &NONCE), Ok(r));
+        let full = FileRecord {
+            bindings: vec![[7; 16]; MAX_BINDINGS],
+            ..record()
+        };
+        assert!(full.encode(&k, &NONCE).unwrap().len() <= RECORD_SPACE);
+        let over = FileRecord {
+            bindings: vec![[7; 16]; MAX_BINDINGS + 1],
+            ..record()
+        };
+        assert_eq!(over.encode(&k, &NONCE), Err(RecordError::Malformed));
+    }
+
+    #[test]
+    fn any_changed_byte_or_other_file_is_refused() {
+        let k = keys();
+        let b = record().encode(&k, &NONCE).unwrap();
+        for i in 0..b.len() {
+            let mut t = b.clone();
+            t[i] ^= 0x01;
+            assert!(FileRecord::decode(&t, &k, &NONCE).is_err(), "byte {i}");
+        }
+        assert_eq!(
+            FileRecord::decode(&b, &k, &[6; 16]),
+            Err(RecordError::BadTag)
+        );
+        assert_eq!(
+            FileRecord::decode(&b[..30], &k, &NONCE),
+            Err(RecordError::Malformed)
+        );
+    }
+
+    #[test]
+    fn the_newer_valid_copy_wins_and_the_other_is_next() {
+        let k = keys();
+        let old = record().encode(&k, &NONCE).unwrap();
+        let new = FileRecord {
+            seq: 10,
+            size: 20000,
+            ..record()
+        };
+        let newb = new.encode(&k, &NONCE).unwrap();
+        assert_eq!(
+            FileRecord::current(&old, &newb, &k, &NONCE),
+            Ok((new.clone(), RECORD_A))
+        );
+        assert_eq!(
+            FileRecord::current(&newb, &old, &k, &NONCE),
+            Ok((new, RECORD_B))
+        );
+        // A torn newer copy leaves the older one current.
+        let mut torn = newb.clone();
+        torn[8] ^= 0xff;
+        assert_eq!(
+            FileRecord::current(&old, &torn, &k, &NONCE).map(|(r, _)| r.seq),
+            Ok(9)
+        );
+        assert_eq!(
+            FileRecord::current(&torn, &[0; 64], &k, &NONCE),
+            Err(RecordError::NoneValid)
+        );
+    }
+
+    #[test]
+    fn bindings_are_checked() {
+        let r = record();
+        assert!(r.is_bound_to(&[2; 16]));
+        assert!(!r.is_bound_to(&[3; 16]));
+    }
+
+    #[test]
+    fn directory_records_are_deterministic_and_checked() {
+        let k = keys();
+        let d = DirRecord {
+            binding: Some([9; 16]),
+        };
+        let b = d.encode(&k, &NONCE);
+        assert_eq!(b, d.encode(&k, &NONCE));
+        assert_eq!(DirRecord::decode(&b, &k, &NONCE), Ok(d));
+        let root = DirRecord { binding: None };
+        let rb = root.encode(&k, &NONCE);
+        assert_eq!(rb.len(), 24);
+        assert_eq!(DirRecord::decode(&rb, &k, &NONCE), Ok(root));
+        for i in 0..b.len() {
+            let mut t = b.clone();
+            t[i] ^= 0x10;
+            assert!(DirRecord::decode(&t, &k, &NONCE).is_err(), "byte {i}");
+        }
+        assert_eq!(
+            DirRecord::decode(&b, &k, &[1; 16]),
+            Err(RecordError::BadTag)
+        );
+        assert_eq!(
+            DirRecord::decode(&b[..b.len() - 1], &k, &NONCE),
+            Err(RecordError::Malformed)
+        );
+    }
+}
