@@ -239,23 +239,17 @@ impl EncryptedFs {
     /// # Errors
     /// `ESTALE` if no link leads to the object any more; open errors.
     pub(super) fn find(&self, inode: &Inode, write: Option<bool>) -> Result<Found> {
+        if let Some(f) = self.find_by_links(inode, write)? {
+            return Ok(f);
+        }
         // A rename through the mount moves our links right after the backing
-        // rename: a name that just changed objects is looked at again.
-        for round in 0..3 {
-            let mut moved = false;
-            let mut i = 0;
-            while let Some(l) = inode.link_at(i) {
-                i += 1;
-                match self.try_link(inode, &l, write) {
-                    Ok(Some(f)) => return Ok(f),
-                    Ok(None) | Err(Error::Sys(Errno::NOENT)) => moved = true,
-                    Err(e) => return Err(e),
-                }
+        // rename: once none is half done, the links are in step with the
+        // backing store and are tried again (a bounded wait, not a guess).
+        {
+            let _settled = self.renames.read()?;
+            if let Some(f) = self.find_by_links(inode, write)? {
+                return Ok(f);
             }
-            if !moved || round == 2 {
-                break;
-            }
-            std::thread::yield_now();
         }
         let orphan = inode.orphan.lock()?.as_ref().map(|fd| fd.try_clone());
         if let Some(fd) = orphan {
@@ -265,6 +259,20 @@ impl EncryptedFs {
             }
         }
         Err(stale())
+    }
+
+    /// One pass over `inode`'s links: the first that leads to its object.
+    fn find_by_links(&self, inode: &Inode, write: Option<bool>) -> Result<Option<Found>> {
+        let mut i = 0;
+        while let Some(l) = inode.link_at(i) {
+            i += 1;
+            match self.try_link(inode, &l, write) {
+                Ok(Some(f)) => return Ok(Some(f)),
+                Ok(None) | Err(Error::Sys(Errno::NOENT)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
     }
 
     /// Before the last known name of a file goes (unlink, rename over):

@@ -32,7 +32,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::FileType;
@@ -138,6 +138,11 @@ pub struct EncryptedFs {
     /// The vault's owner: the uid owning the backing root (see
     /// `backing::EncryptedFs::check_vault_object`).
     vault_uid: u32,
+    /// Held for writing while a rename through the mount moves backing
+    /// entries and then our links with them; `find` takes it for reading
+    /// when no link led to the object, so that it never judges links that
+    /// are one step behind the backing store (see `backing.rs`).
+    renames: RwLock<()>,
 }
 
 fn sys(e: rustix::io::Errno) -> Error {
@@ -245,6 +250,7 @@ impl EncryptedFs {
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
             vault_uid: st.st_uid,
+            renames: RwLock::new(()),
         };
         let root = fs.inode(ROOT)?;
         let ctx = fs.dir_context(&root)?;

@@ -239,6 +239,8 @@ impl EncryptedFs {
             Some(d) if !exchange => self.hold_stored_symlink(npfd, nb.name.as_str(), d.st_mode),
             _ => None,
         };
+        // Until the links below follow the backing rename, `find` waits.
+        let _moving = self.renames.write()?;
         if let Err(e) =
             rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
         {
