@@ -4,9 +4,11 @@
 //! no-key names and symlink blobs are handled through `fscrypt::hooks` only
 //! (in `fs/names.rs`, `fs/dir.rs`, `fs/backing.rs` and `fs/create.rs`).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use fscrypt::{Context, ContextV2, FileType, InodeCrypt, InodeParams, MasterKey, Policy, PolicyV2};
+
+use fscrypt_vault::integrity::IntegrityKeys;
 
 use crate::error::{Corruption, Error, Result};
 
@@ -21,6 +23,9 @@ pub struct Keys {
     /// `policy` as the enum the hooks take (every inode of the vault has it).
     any_policy: Policy,
     master: Option<MasterKey>,
+    /// The keys fscrypt-rs derives beside the kernel's (directory nonces
+    /// now, the MAC of the authenticated format next), derived at first use.
+    integrity: OnceLock<IntegrityKeys>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -54,6 +59,7 @@ impl Keys {
             policy,
             any_policy: Policy::V2(policy),
             master,
+            integrity: OnceLock::new(),
         }
     }
 
@@ -80,6 +86,33 @@ impl Keys {
         Ok(ContextV2 {
             policy: self.policy,
             nonce,
+        })
+    }
+
+    /// The context of a new directory whose name ciphertext is `name_ct`
+    /// in the directory of context `parent`: the vault policy and the
+    /// nonce [`IntegrityKeys::dir_nonce`] derives from the master key, the
+    /// parent's nonce and the name (`docs/vault-format.md` §5a). The same
+    /// path made on two replicas of a synced vault gets the same key and a
+    /// byte-identical `fscrypt.dir`, so merging the replicas loses no name
+    /// (issue 23).
+    ///
+    /// # Errors
+    /// [`Error::NoKey`] on a locked mount; [`Error::Io`] when no MAC
+    /// implementation passed its self-test (the keys are derived together).
+    pub fn new_dir_context(&self, parent: &ContextV2, name_ct: &[u8]) -> Result<ContextV2> {
+        let master = self.master.as_ref().ok_or(Error::NoKey)?;
+        let keys = match self.integrity.get() {
+            Some(k) => k,
+            None => {
+                let k = IntegrityKeys::derive(master)
+                    .map_err(|e| Error::Io(std::io::Error::other(e)))?;
+                self.integrity.get_or_init(|| k)
+            }
+        };
+        Ok(ContextV2 {
+            policy: self.policy,
+            nonce: keys.dir_nonce(&parent.nonce, name_ct),
         })
     }
 

@@ -52,6 +52,11 @@ pub fn insert(name: &[u8], marker: &[u8]) -> Vec<u8> {
 /// the place the tools put it (checked by rebuilding the name with
 /// [`insert`]), and the original name.
 pub fn split(name: &[u8]) -> Option<Conflict> {
+    // Every marker holds "conflict": one cheap pass keeps the search below
+    // off the lookup path of ordinary names.
+    if !name.windows(8).any(|w| w == b"conflict") {
+        return None;
+    }
     // Candidates: every position where a marker could start; the marker
     // ends at the last `.` of the name or at its end.
     for start in 0..name.len() {

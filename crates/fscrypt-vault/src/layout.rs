@@ -389,7 +389,9 @@ pub fn trailer_v2(size: u64, du: u64) -> Option<(u64, u64)> {
 }
 
 /// A backing name built from a ciphertext name: either the plain base64url
-/// encoding, or a long name whose side file holds the ciphertext.
+/// encoding, or a long name whose side file holds the ciphertext; either
+/// one possibly as a sync tool's conflict copy (issue 23: the tool's marker
+/// inserted, the ciphertext still that of the name without it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackingName {
     /// The name of the backing entry.
@@ -397,6 +399,9 @@ pub struct BackingName {
     /// Whether this is a long name (`fscrypt.long.<hash>`), needing a side file
     /// `<name>.name` that holds the raw ciphertext.
     pub long: bool,
+    /// For a conflict copy: the marker the sync tool added (see
+    /// [`crate::conflict`]); `None` for an entry as the vault wrote it.
+    pub marker: Option<String>,
 }
 
 impl BackingName {
@@ -408,6 +413,7 @@ impl BackingName {
             BackingName {
                 name: String::from_utf8_lossy(&buf[..n]).into_owned(),
                 long: false,
+                marker: None,
             }
         } else {
             let h = sha256(ct);
@@ -415,13 +421,42 @@ impl BackingName {
             let mut name = String::with_capacity(LONG_PREFIX.len() + n);
             name.push_str(LONG_PREFIX);
             name.push_str(&String::from_utf8_lossy(&buf[..n]));
-            BackingName { name, long: true }
+            BackingName {
+                name,
+                long: true,
+                marker: None,
+            }
         }
     }
 
-    /// Name of the long-name side file.
+    /// The backing name of a sync tool's conflict copy of the entry of
+    /// ciphertext `ct`: [`BackingName::from_ciphertext`] with `marker`
+    /// inserted where the tools put it ([`conflict::insert`]).
+    pub fn conflict_copy(ct: &[u8], marker: &str) -> BackingName {
+        let b = BackingName::from_ciphertext(ct);
+        BackingName {
+            name: String::from_utf8_lossy(&conflict::insert(b.name.as_bytes(), marker.as_bytes()))
+                .into_owned(),
+            long: b.long,
+            marker: Some(marker.to_owned()),
+        }
+    }
+
+    /// The name of the entry as the vault wrote it: [`BackingName::name`]
+    /// without a conflict marker.
+    pub fn original(&self) -> String {
+        match &self.marker {
+            Some(_) => conflict::split(self.name.as_bytes())
+                .map(|c| String::from_utf8_lossy(&c.original).into_owned())
+                .unwrap_or_else(|| self.name.clone()),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Name of the long-name side file (that of the original entry for a
+    /// conflict copy: the copy and the original share it).
     pub fn side_file(&self) -> String {
-        format!("{}{}", self.name, LONG_NAME_SUFFIX)
+        format!("{}{}", self.original(), LONG_NAME_SUFFIX)
     }
 }
 
@@ -432,15 +467,43 @@ pub enum EntryName {
     Short(Vec<u8>),
     /// A long name; the ciphertext is in the side file.
     Long,
+    /// A sync tool's conflict copy of a [`EntryName::Short`] or
+    /// [`EntryName::Long`] entry (issue 23): the entry name the tool copied
+    /// and the marker it added ([`crate::conflict`]).
+    Conflict(conflict::Conflict),
     /// Our own metadata (directory context, long-name side file, temporary):
-    /// never shown to the user.
+    /// never shown to the user. Conflict copies of these are internal too.
     Internal,
     /// A name that is none of the above: corrupt or foreign.
     Invalid,
 }
 
-/// Classifies a backing directory entry name.
+/// Classifies a backing directory entry name. A name that is not one the
+/// vault writes is tried as a conflict copy of one ([`conflict::split`]).
 pub fn classify(name: &[u8]) -> EntryName {
+    let plain = classify_written(name);
+    let maybe_copy = match plain {
+        EntryName::Invalid => true,
+        EntryName::Internal => {
+            name.starts_with(LONG_PREFIX.trim_end_matches('.').as_bytes())
+                && !name.ends_with(LONG_NAME_SUFFIX.as_bytes())
+        }
+        _ => false,
+    };
+    if maybe_copy
+        && let Some(c) = conflict::split(name)
+        && matches!(
+            classify_written(&c.original),
+            EntryName::Short(_) | EntryName::Long
+        )
+    {
+        return EntryName::Conflict(c);
+    }
+    plain
+}
+
+/// [`classify`] without conflict copies: the names the vault writes.
+fn classify_written(name: &[u8]) -> EntryName {
     if name == b"." || name == b".." {
         return EntryName::Internal;
     }
@@ -579,6 +642,7 @@ pub fn decode_store_object(b: &[u8]) -> Result<(ContextV2, Vec<u8>), Corruption>
     Ok((ctx, body[12 + CONTEXT_SIZE..].to_vec()))
 }
 
+use crate::conflict;
 use fscrypt::{Context, ContextV2, base64url};
 use fscrypt_crypto::sha256;
 
@@ -609,6 +673,35 @@ mod tests {
         assert!(check_long_ciphertext(&long.name, &[8u8; 192]).is_err());
         assert!(matches!(classify(short.name.as_bytes()), EntryName::Short(c) if c == [7u8; 191]));
         assert_eq!(classify(b"plain-name"), EntryName::Invalid);
+    }
+
+    #[test]
+    fn conflict_copies_classify_as_their_original() {
+        const M: &str = ".sync-conflict-20261205-101010-ABCDEFG";
+        for ct in [[7u8; 32].as_slice(), &[9u8; 200]] {
+            let original = BackingName::from_ciphertext(ct);
+            let copy = BackingName::conflict_copy(ct, M);
+            assert_ne!(copy.name, original.name);
+            assert_eq!(copy.original(), original.name);
+            assert_eq!(copy.side_file(), original.side_file());
+            assert_eq!(copy.long, original.long);
+            match classify(copy.name.as_bytes()) {
+                EntryName::Conflict(c) => {
+                    assert_eq!(c.original, original.name.as_bytes());
+                    assert_eq!(c.marker, M.as_bytes());
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Copies of metadata stay internal; a marker on a foreign name
+        // does not make it an entry.
+        let dir_copy = conflict::insert(DIR_META_NAME.as_bytes(), M.as_bytes());
+        assert_eq!(classify(&dir_copy), EntryName::Internal);
+        let side = BackingName::from_ciphertext(&[9u8; 200]).side_file();
+        let side_copy = conflict::insert(side.as_bytes(), M.as_bytes());
+        assert_eq!(classify(&side_copy), EntryName::Internal);
+        let foreign = conflict::insert(b"plain-name", M.as_bytes());
+        assert_eq!(classify(&foreign), EntryName::Invalid);
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! Everything here works on directory file descriptors, never follows a
 //! symlink and needs no key.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -48,6 +49,16 @@ pub fn side_file_owner(name: &[u8]) -> Option<&[u8]> {
     let entry = name.strip_suffix(LONG_NAME_SUFFIX.as_bytes())?;
     (entry.starts_with(LONG_PREFIX.as_bytes()) && layout::classify(entry) == EntryName::Long)
         .then_some(entry)
+}
+
+/// Whether the long-name entry `owner` (from [`side_file_owner`]) is among
+/// the directory's `names`, itself or as a sync tool's conflict copy (which
+/// shares the original's side file): if not, its side file is an orphan.
+pub fn side_file_in_use(owner: &[u8], names: &HashSet<&[u8]>) -> bool {
+    names.contains(owner)
+        || names
+            .iter()
+            .any(|n| matches!(layout::classify(n), EntryName::Conflict(c) if c.original == owner))
 }
 
 /// Whether a backing regular file of `len` bytes never held a header (0

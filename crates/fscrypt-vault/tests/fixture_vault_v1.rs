@@ -54,7 +54,9 @@ fn fixture_root_and_names_follow_the_layout() {
                 short += 1;
             }
             EntryName::Long | EntryName::Internal => {}
-            EntryName::Invalid => panic!("foreign name {name:?} in the fixture"),
+            EntryName::Invalid | EntryName::Conflict(_) => {
+                panic!("foreign name {name:?} in the fixture")
+            }
         }
     }
     assert!(short > 0, "the fixture root has encrypted entries");

@@ -184,6 +184,17 @@ fn print_text(out: &mut impl Write, cipherdir: &Path, r: &Report) -> anyhow::Res
             p.action
         )?;
     }
+    for c in &r.conflicts {
+        let path = match &c.path {
+            Some(path) => format!(" ({path})"),
+            None => String::new(),
+        };
+        writeln!(
+            out,
+            "conflict-copy: {}{path}: a sync tool's conflict copy (not damage); compare it with the original through a mount and keep one",
+            backing_path(cipherdir, &c.backing),
+        )?;
+    }
     let s = &r.stats;
     let outcome = if r.problems.is_empty() {
         "clean".to_owned()
@@ -249,6 +260,14 @@ fn json(cipherdir: &Path, r: &Report, mounted: bool) -> serde_json::Value {
             "store_objects": r.stats.store_objects,
         },
         "problems": problems,
+        "conflict_copies": r
+            .conflicts
+            .iter()
+            .map(|c| serde_json::json!({
+                "backing_path": backing_path(cipherdir, &c.backing),
+                "path": c.path,
+            }))
+            .collect::<Vec<_>>(),
         "repaired": r.repaired(),
         "remaining": r.remaining(),
         "clean": r.remaining() == 0,

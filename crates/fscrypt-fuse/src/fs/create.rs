@@ -110,7 +110,11 @@ impl EncryptedFs {
         self.writable()?;
         self.need_key()?;
         let p = self.inode(parent)?;
-        let bname = self.name_for_create(&p, name)?;
+        let ct = self.create_name(&p, name)?;
+        // Derived, not random: the same path made on two replicas gets
+        // the same context (see `Keys::new_dir_context`).
+        let ctx = self.keys.new_dir_context(&self.dir_context(&p)?, &ct)?;
+        let bname = self.backing_name_for_create(&p, &ct)?;
         let pfd = self.dir_fd(&p)?;
         let tmp_name = tmp_name()?;
         rustix::fs::mkdirat(pfd, tmp_name.as_str(), Mode::from_raw_mode(0o700)).map_err(sys)?;
@@ -134,7 +138,6 @@ impl EncryptedFs {
             }
         };
         let r = (|| -> Result<()> {
-            let ctx = self.keys.new_context()?;
             let h = Header {
                 format: self.format,
                 kind: HeaderKind::Directory,

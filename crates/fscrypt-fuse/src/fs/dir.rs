@@ -14,7 +14,7 @@ use fuser::{FileAttr, FileType};
 use crate::error::{Corruption, Error, Result, WrongType};
 use crate::handles::{DirEntry, FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind, ROOT};
-use crate::layout::BackingName;
+use fscrypt_vault::conflict;
 
 use super::{EncryptedFs, FsStats, sys};
 
@@ -86,15 +86,19 @@ impl EncryptedFs {
         while let Some(ent) = d.read() {
             let ent = ent.map_err(sys)?;
             let ename = ent.file_name().to_bytes();
-            let Some(ct) = self.entry_ciphertext(dir, ename)? else {
+            let Some((ct, backing)) = self.entry_name(dir, ename)? else {
                 continue;
             };
-            // Plaintext with the key, the no-key name (no dirhash) without.
+            // Plaintext with the key, the no-key name (no dirhash) without;
+            // a conflict copy's with the sync tool's marker where the tool
+            // would have put it in that name.
+            let shown = |n: &[u8]| match &backing.marker {
+                Some(m) => conflict::insert(n, m.as_bytes()),
+                None => n.to_vec(),
+            };
             let name = match present_entry(crypt.as_deref(), &ct, 0, 0) {
-                Ok(PresentedName::Plain(p)) if !is_dot_or_dotdot(&p) => {
-                    OsString::from_vec(p.to_vec())
-                }
-                Ok(PresentedName::NoKey(n)) => OsString::from_vec(n.as_bytes().to_vec()),
+                Ok(PresentedName::Plain(p)) if !is_dot_or_dotdot(&p) => shown(&p),
+                Ok(PresentedName::NoKey(n)) => shown(n.as_bytes()),
                 // A corrupt entry (EUCLEAN: bad length, undecryptable, or a
                 // plaintext "." / "..") is logged by its backing name and skipped.
                 r => {
@@ -110,6 +114,16 @@ impl EncryptedFs {
                     continue;
                 }
             };
+            if name.len() > NAME_MAX {
+                log::warn!(
+                    "fscrypt-fuse: {}: a conflict copy whose shown name would pass {NAME_MAX} bytes is not listed; rename the original to a shorter name",
+                    self.backing_path(dir)
+                        .join(String::from_utf8_lossy(ename).as_ref())
+                        .display()
+                );
+                continue;
+            }
+            let name = OsString::from_vec(name);
             let kind = match ent.file_type() {
                 rustix::fs::FileType::Directory => Kind::Dir,
                 rustix::fs::FileType::RegularFile => Kind::File,
@@ -120,7 +134,7 @@ impl EncryptedFs {
                 ino: self.inodes.fuse_ino(ent.ino()).0,
                 kind,
                 name,
-                backing: Some(BackingName::from_ciphertext(&ct)),
+                backing: Some(backing),
             });
         }
         Ok(out)

@@ -3,6 +3,7 @@
 //! name goes through `fscrypt::hooks` ([`FscryptName`]); this module only
 //! maps ciphertexts to backing names and back.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
@@ -18,6 +19,7 @@ use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Inode, Kind};
 use crate::layout::{self, BackingName, DIR_META_NAME, EntryName};
+use fscrypt_vault::{conflict, leftovers};
 
 use super::backing::open_entry;
 use super::{EncryptedFs, sys};
@@ -91,8 +93,12 @@ impl EncryptedFs {
     /// Resolves a name given by the kernel to a backing name (spec §8.1):
     /// through [`EncryptedFs::lookup_name`], and for a long no-key name (a
     /// prefix and a digest of the ciphertext) by scanning `dir` with
-    /// [`FscryptName::matches`].
+    /// [`FscryptName::matches`]. A name with a sync tool's marker that no
+    /// entry has as a whole is a conflict copy's ([`EncryptedFs::existing_copy`]).
     pub(super) fn resolve_name(&self, dir: &Arc<Inode>, name: &OsStr) -> Result<BackingName> {
+        if let Some(b) = self.existing_copy(dir, name)? {
+            return Ok(b);
+        }
         let fname = self.lookup_name(dir, name)?;
         match fname.disk_name() {
             // A shorter ciphertext is no entry's: such backing names are
@@ -108,13 +114,54 @@ impl EncryptedFs {
         while let Some(ent) = d.read() {
             let ent = ent.map_err(sys)?;
             let ename = ent.file_name().to_bytes();
-            if let Some(ct) = self.entry_ciphertext(dir, ename)?
+            // Conflict copies show their marker in the no-key name too, so
+            // a digest name without one is the original's.
+            if let Some((ct, b)) = self.entry_name(dir, ename)?
+                && b.marker.is_none()
                 && fname.matches(&ct)
             {
-                return Ok(BackingName::from_ciphertext(&ct));
+                return Ok(b);
             }
         }
         Err(Error::NotFound)
+    }
+
+    /// When `name` (as the kernel gives it) carries a sync tool's conflict
+    /// marker ([`conflict::split`]), no entry of `dir` has the name as a
+    /// whole, and a conflict copy of the name without the marker exists:
+    /// that copy's backing name (issue 23). `None` otherwise, at the cost
+    /// of one scan of the name for ordinary names.
+    ///
+    /// # Errors
+    /// As [`EncryptedFs::lookup_name`], backing errors.
+    pub(super) fn existing_copy(&self, dir: &Inode, name: &OsStr) -> Result<Option<BackingName>> {
+        let Some(c) = conflict::split(name.as_bytes()) else {
+            return Ok(None);
+        };
+        let exists = |b: &BackingName| -> Result<bool> {
+            match rustix::fs::statat(
+                self.dir_fd(dir)?,
+                b.name.as_str(),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                Ok(_) => Ok(true),
+                Err(rustix::io::Errno::NOENT) => Ok(false),
+                Err(e) => Err(sys(e)),
+            }
+        };
+        let whole = self.lookup_name(dir, name).ok();
+        if let Some(ct) = whole.as_ref().and_then(|f| f.disk_name())
+            && ct.len() >= FNAME_MIN_MSG_LEN
+            && exists(&BackingName::from_ciphertext(ct))?
+        {
+            return Ok(None);
+        }
+        let original = self.lookup_name(dir, OsStr::from_bytes(&c.original))?;
+        let (Some(ct), Ok(marker)) = (original.disk_name(), std::str::from_utf8(&c.marker)) else {
+            return Ok(None);
+        };
+        let b = BackingName::conflict_copy(ct, marker);
+        Ok(exists(&b)?.then_some(b))
     }
 
     /// The ciphertext under which plaintext `name` is created in `dir`
@@ -128,18 +175,34 @@ impl EncryptedFs {
         Ok(FscryptName::for_create(crypt.as_deref(), name.as_bytes())?)
     }
 
-    /// The ciphertext of a backing entry, `None` for internal names.
-    pub(super) fn entry_ciphertext(&self, dir: &Inode, ename: &[u8]) -> Result<Option<Vec<u8>>> {
-        match layout::classify(ename) {
-            EntryName::Short(ct) => Ok(Some(ct)),
-            EntryName::Internal => Ok(None),
-            EntryName::Invalid => {
-                let what = String::from_utf8_lossy(ename).into_owned();
-                let _ = self.note::<()>(dir, Some(&what), Err(Error::Corrupt(Corruption::BadName)));
-                Ok(None)
-            }
+    /// The ciphertext and backing name of a backing entry; `None` for
+    /// internal names and for damaged ones (logged by backing name). A
+    /// sync tool's conflict copy has its original's ciphertext (a long
+    /// name's from the original's side file, which the two share).
+    pub(super) fn entry_name(
+        &self,
+        dir: &Inode,
+        ename: &[u8],
+    ) -> Result<Option<(Vec<u8>, BackingName)>> {
+        let damaged = |c: Corruption| {
+            let what = String::from_utf8_lossy(ename).into_owned();
+            let _ = self.note::<()>(dir, Some(&what), Err(Error::Corrupt(c)));
+            Ok(None)
+        };
+        let (written, marker) = match layout::classify(ename) {
+            EntryName::Conflict(c) => match String::from_utf8(c.marker) {
+                Ok(m) => (layout::classify(&c.original), Some((c.original, m))),
+                Err(_) => return damaged(Corruption::BadName),
+            },
+            k => (k, None),
+        };
+        let ct = match written {
+            EntryName::Short(ct) => ct,
+            EntryName::Internal => return Ok(None),
+            EntryName::Invalid | EntryName::Conflict(_) => return damaged(Corruption::BadName),
             EntryName::Long => {
-                let entry = String::from_utf8_lossy(ename).into_owned();
+                let entry = marker.as_ref().map_or(ename, |(o, _)| o.as_slice());
+                let entry = String::from_utf8_lossy(entry).into_owned();
                 let side = format!("{entry}{}", layout::LONG_NAME_SUFFIX);
                 let r = (|| {
                     let fd = self.dir_fd(dir)?;
@@ -161,11 +224,21 @@ impl EncryptedFs {
                     Ok(buf[..n].to_vec())
                 })();
                 match self.note(dir, Some(&side), r) {
-                    Ok(ct) => Ok(Some(ct)),
-                    Err(_) => Ok(None),
+                    Ok(ct) => ct,
+                    Err(_) => return Ok(None),
                 }
             }
+        };
+        let b = match &marker {
+            Some((_, m)) => BackingName::conflict_copy(&ct, m),
+            None => BackingName::from_ciphertext(&ct),
+        };
+        // The copy's name rebuilt from its parts is the entry's, or the
+        // entry is not what it seemed.
+        if b.name.as_bytes() != ename {
+            return damaged(Corruption::BadName);
         }
+        Ok(Some((ct, b)))
     }
 
     /// Writes the long-name side file of `bname` (content `ct`) atomically:
@@ -230,10 +303,26 @@ impl EncryptedFs {
         Ok(bn)
     }
 
+    /// Removes the long-name side file of an entry that is gone (unlinked,
+    /// renamed away, or never made), unless the original entry or a sync
+    /// tool's conflict copy of it is still there: they share it.
     pub(super) fn remove_side_file(&self, dir: &Inode, bname: &BackingName) {
-        if bname.long
-            && let Ok(fd) = self.dir_fd(dir)
-        {
+        if !bname.long {
+            return;
+        }
+        let Ok(fd) = self.dir_fd(dir) else {
+            return;
+        };
+        let original = bname.original();
+        let shared = match leftovers::dir_entries(fd) {
+            Ok(entries) => {
+                let names: HashSet<&[u8]> = entries.iter().map(|(n, _)| n.as_slice()).collect();
+                leftovers::side_file_in_use(original.as_bytes(), &names)
+            }
+            // Unsure: an orphan side file is harmless (fsck removes it).
+            Err(_) => true,
+        };
+        if !shared {
             let _ = rustix::fs::unlinkat(fd, bname.side_file().as_str(), AtFlags::empty());
         }
     }

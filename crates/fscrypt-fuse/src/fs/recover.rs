@@ -375,13 +375,15 @@ impl EncryptedFs {
                             }
                         }
                     } else if let Some(entry) = leftovers::side_file_owner(n)
-                        && !names.contains(entry)
+                        && !leftovers::side_file_in_use(entry, &names)
                         && rustix::fs::unlinkat(dfd, n, AtFlags::empty()).is_ok()
                     {
                         rec.side_files += 1;
                     }
                 }
-                EntryName::Invalid => user += 1,
+                // A conflict copy is the user's (its object is checked when
+                // it is opened, as the original's would be).
+                EntryName::Invalid | EntryName::Conflict(_) => user += 1,
                 kind @ (EntryName::Short(_) | EntryName::Long) => {
                     let long = kind == EntryName::Long;
                     let mut side = n.to_vec();

@@ -159,7 +159,15 @@ impl EncryptedFs {
             Some(_) => Some(self.create_name(&np, newname)?),
             None => None,
         };
-        let dst = match new_ct.as_ref().map(|ct| BackingName::from_ciphertext(ct)) {
+        // A new name that shows a sync tool's conflict copy is that copy's.
+        let dst_copy = match npc {
+            Some(_) => self.existing_copy(&np, newname)?,
+            None => None,
+        };
+        let dst_name = dst_copy
+            .clone()
+            .or_else(|| new_ct.as_ref().map(|ct| BackingName::from_ciphertext(ct)));
+        let dst = match dst_name {
             Some(nb) => match rustix::fs::statat(npfd, nb.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
             {
                 Ok(s) => Some(s),
@@ -188,7 +196,10 @@ impl EncryptedFs {
         let Some(new_ct) = new_ct else {
             return Err(Error::NoKey);
         };
-        let nb = self.backing_name_for_create(&np, &new_ct)?;
+        let nb = match dst_copy {
+            Some(b) => b,
+            None => self.backing_name_for_create(&np, &new_ct)?,
+        };
         if let Some(d) = &dst
             && d.st_ino == src.st_ino
         {

@@ -330,11 +330,25 @@ pub struct Stats {
     pub store_objects: u64,
 }
 
+/// A sync tool's conflict copy (issue 23): listed, not a problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictCopy {
+    /// The backing path, relative to the cipher directory (as
+    /// [`Problem::backing`]).
+    pub backing: String,
+    /// The path as the mount shows it: the plaintext (or no-key) name with
+    /// the tool's marker, `None` when it cannot be known.
+    pub path: Option<String>,
+}
+
 /// The result of [`check`].
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     /// Every problem, in walk order (directories in name order).
     pub problems: Vec<Problem>,
+    /// Conflict copies made by sync tools, in walk order: shown through a
+    /// mount like any entry, listed here so that the user can merge them.
+    pub conflicts: Vec<ConflictCopy>,
     /// What was walked.
     pub stats: Stats,
     /// Whether names were decrypted (the key was given).

@@ -14,8 +14,9 @@ use fscrypt::{
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use super::{Action, Fix, FsckError, Kind, Options, Problem, Report, show_bytes};
+use super::{Action, ConflictCopy, Fix, FsckError, Kind, Options, Problem, Report, show_bytes};
 use crate::config::CONFIG_NAME;
+use crate::conflict;
 use crate::error::Corruption;
 use crate::layout::{
     self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_SIZE, HEADER_USED,
@@ -499,18 +500,46 @@ impl Walker<'_> {
                         Action::NotRepaired("it may be someone's file: move it out of the vault by hand if it is not damage"),
                     );
                 }
-                kind @ (EntryName::Short(_) | EntryName::Long) => {
-                    let long = kind == EntryName::Long;
-                    let ct = match kind {
+                kind @ (EntryName::Short(_) | EntryName::Long | EntryName::Conflict(_)) => {
+                    // A conflict copy is the entry it copies under another
+                    // backing name: its ciphertext (and a long name's side
+                    // file) is the original's, its shown name carries the
+                    // tool's marker. Its side file is the original's, so a
+                    // repair never removes it with the copy.
+                    let (written, marker) = match kind {
+                        EntryName::Conflict(c) => {
+                            (layout::classify(&c.original), Some((c.original, c.marker)))
+                        }
+                        k => (k, None),
+                    };
+                    let long = written == EntryName::Long;
+                    let ct = match written {
                         EntryName::Short(ct) => Some(ct),
-                        _ => self.long_ciphertext(d, name, &names, backing.clone()),
+                        _ => {
+                            let entry = marker
+                                .as_ref()
+                                .map_or(name.as_slice(), |(o, _)| o.as_slice());
+                            self.long_ciphertext(d, entry, &names, backing.clone())
+                        }
                     };
                     let plain_name = match (&ct, names_shown) {
                         (Some(ct), true) => self.check_name(ct, dir_crypt.as_ref(), &backing, d),
                         _ => None,
                     };
+                    let plain_name = match &marker {
+                        Some((_, m)) => {
+                            plain_name.map(|n| show_bytes(&conflict::insert(n.as_bytes(), m)))
+                        }
+                        None => plain_name,
+                    };
                     let path = plain_name.and_then(|n| join_plain(&d.plain, &n));
-                    if self.check_entry(d, name, *t, backing, path, long) {
+                    if marker.is_some() {
+                        self.report.conflicts.push(ConflictCopy {
+                            backing: backing.clone(),
+                            path: path.clone(),
+                        });
+                    }
+                    if self.check_entry(d, name, *t, backing, path, long && marker.is_none()) {
                         user += 1;
                     }
                 }
@@ -587,7 +616,7 @@ impl Walker<'_> {
             return;
         }
         if let Some(owner) = leftovers::side_file_owner(name) {
-            if !names.contains(owner) {
+            if !leftovers::side_file_in_use(owner, names) {
                 let fd = d.fd;
                 self.fixable(
                     Kind::OrphanSideFile,
@@ -616,6 +645,15 @@ impl Walker<'_> {
                     "the config in use is fscrypt.vault.json; remove this file by hand once no fscrypt-rs command runs",
                 ),
             );
+            return;
+        }
+        // A sync tool's copy of vault metadata (`fscrypt.dir`, a side file,
+        // the config): never listed through a mount, not damage.
+        if conflict::split(name).is_some() {
+            self.report.conflicts.push(ConflictCopy {
+                backing,
+                path: None,
+            });
             return;
         }
         self.push(
