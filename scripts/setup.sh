@@ -15,6 +15,9 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 # setfacl (acl): the `encrypt --convert` test sets ACLs on the tree it converts.
 command -v setfacl >/dev/null 2>&1 || need_apt+=(acl)
+# unison: the sync test (crates/fscrypt-fuse/tests/sync_merge.rs) merges two
+# replicas of a vault with a real sync tool.
+command -v unison >/dev/null 2>&1 || need_apt+=(unison)
 # google/fscrypt 0.3.x (the `fscrypt` tool), its PAM module and pamtester: the
 # interop tests (crates/fscrypt-cli/tests/gfs_interop.rs) check fscrypt-rs's
 # `setup/encrypt/unlock/lock/status` against the real tool's metadata.

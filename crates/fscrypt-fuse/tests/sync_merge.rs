@@ -279,3 +279,85 @@ fn a_name_that_only_looks_like_a_conflict_copy_is_an_ordinary_file() {
     assert_eq!(fs::read(v.p("renamed")).unwrap(), b"mine");
     assert_eq!(fs::read(v.p("notes.txt")).unwrap(), b"other");
 }
+
+/// `unison A B` in batch mode with its archives in `archive`: its exit
+/// status (0: in sync, 1: some conflicts skipped).
+fn unison(a: &Path, b: &Path, archive: &Path) -> i32 {
+    let out = Command::new("unison")
+        .arg(a)
+        .arg(b)
+        .args(["-batch", "-ui", "text", "-confirmbigdel=false"])
+        .env("UNISON", archive)
+        .output()
+        .expect("run unison");
+    let code = out.status.code().unwrap_or(-1);
+    assert!(
+        code == 0 || code == 1,
+        "unison failed ({code}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    code
+}
+
+#[test]
+fn unison_merges_replicas_changed_apart() {
+    need_fuse!();
+    if Command::new("unison").arg("-version").output().is_err() {
+        eprintln!("skipped: unison is not installed (./scripts/setup.sh installs it)");
+        return;
+    }
+    let mut v = Vault::new("unison-origin");
+    fs::write(v.p("doc"), b"origin").unwrap();
+    fs::write(v.p("gone"), b"origin").unwrap();
+    fs::create_dir(v.p("old")).unwrap();
+    fs::write(v.p("old/keep"), b"keep").unwrap();
+    v.mount.take().unwrap().unmount().unwrap();
+    let (a, b) = (TempDir::new("unison-a"), TempDir::new("unison-b"));
+    copy_tree(v.backing.path(), a.path(), false);
+    copy_tree(v.backing.path(), b.path(), false);
+    let archive = TempDir::new("unison-archive");
+    assert_eq!(unison(a.path(), b.path(), archive.path()), 0);
+    // Apart: a new directory of the same name on both, one file edited on
+    // both, one edited on A and deleted on B, new files in an old directory.
+    for (replica, side) in [(&a, "A"), (&b, "B")] {
+        with_mount(replica.path(), |m| {
+            fs::create_dir(m.join("x")).unwrap();
+            fs::write(m.join(format!("x/from-{side}")), side).unwrap();
+            fs::write(m.join("doc"), format!("edit on {side}")).unwrap();
+            fs::write(m.join(format!("old/new-{side}")), side).unwrap();
+            if side == "A" {
+                fs::write(m.join("gone"), b"edit on A").unwrap();
+            } else {
+                fs::remove_file(m.join("gone")).unwrap();
+            }
+        });
+    }
+    // The conflicts (doc on both; gone edited against deleted) are skipped
+    // and reported by unison; everything else is merged.
+    assert_eq!(unison(a.path(), b.path(), archive.path()), 1);
+    for (replica, side) in [(&a, "A"), (&b, "B")] {
+        with_mount(replica.path(), |m| {
+            assert_eq!(
+                names(&m.join("x")),
+                ["from-A", "from-B"].map(String::from).into(),
+                "replica {side}: names of the other side's x/ are lost"
+            );
+            assert_eq!(fs::read(m.join("x/from-A")).unwrap(), b"A");
+            assert_eq!(fs::read(m.join("x/from-B")).unwrap(), b"B");
+            assert_eq!(
+                names(&m.join("old")),
+                ["keep", "new-A", "new-B"].map(String::from).into()
+            );
+            assert_eq!(
+                fs::read(m.join("doc")).unwrap(),
+                format!("edit on {side}").as_bytes(),
+                "replica {side}: its own edit of a conflicting file is kept"
+            );
+            match side {
+                "A" => assert_eq!(fs::read(m.join("gone")).unwrap(), b"edit on A"),
+                _ => assert!(!m.join("gone").exists()),
+            }
+        });
+        assert!(fsck_clean(replica.path()).is_empty());
+    }
+}
