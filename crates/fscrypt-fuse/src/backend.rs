@@ -41,7 +41,8 @@ use crate::inodes::InodeNo;
 /// inode for that line). Every method may be called from several threads
 /// at once.
 pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
-    /// How long the kernel may cache attributes, names and absent names.
+    /// How long the kernel may cache attributes, names and absent names
+    /// (the default of [`Backend::ttl`]).
     const TTL: Duration;
     /// Nothing is ever written: INIT asks for nothing only writes need
     /// (large writes, FUSE_HANDLE_KILLPRIV_V2).
@@ -49,6 +50,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Whether listings are served as READDIRPLUS ([`Backend::readdirplus`]
     /// implemented; INIT then asks for FUSE_DO_READDIRPLUS).
     const READDIRPLUS: bool = false;
+
+    /// How long the kernel may cache attributes, names and absent names
+    /// for this mount: [`Backend::TTL`] unless the back-end's options say
+    /// otherwise (a vault on shared storage: zero).
+    fn ttl(&self) -> Duration {
+        Self::TTL
+    }
 
     /// A plaintext-free description of inode `i` for a failure's log line
     /// (the vault: its backing path, base64url names only); `None`: the

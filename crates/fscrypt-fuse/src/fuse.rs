@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, FileAttr, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenFlags,
@@ -80,16 +80,16 @@ fn settime(t: Option<TimeOrNow>) -> Option<SetTime> {
     })
 }
 
-fn entry<B: Backend>(reply: ReplyEntry, r: Reply<FileAttr>) {
+fn entry(reply: ReplyEntry, r: Reply<FileAttr>, ttl: Duration) {
     match r {
-        Ok(a) => reply.entry(&B::TTL, &a, Generation(0)),
+        Ok(a) => reply.entry(&ttl, &a, Generation(0)),
         Err(e) => reply.error(e),
     }
 }
 
-fn attr<B: Backend>(reply: ReplyAttr, r: Reply<FileAttr>) {
+fn attr(reply: ReplyAttr, r: Reply<FileAttr>, ttl: Duration) {
     match r {
-        Ok(a) => reply.attr(&B::TTL, &a),
+        Ok(a) => reply.attr(&ttl, &a),
         Err(e) => reply.error(e),
     }
 }
@@ -188,7 +188,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entry::<B>(reply, self.ops.lookup(ino(parent), name));
+        entry(reply, self.ops.lookup(ino(parent), name), self.ops.ttl());
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
@@ -206,7 +206,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         _fh: Option<fuser::FileHandle>,
         reply: ReplyAttr,
     ) {
-        attr::<B>(reply, self.ops.getattr(ino(i)));
+        attr(reply, self.ops.getattr(ino(i)), self.ops.ttl());
     }
 
     fn setattr(
@@ -235,7 +235,11 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
             atime: settime(atime),
             mtime: settime(mtime),
         };
-        attr::<B>(reply, self.ops.setattr(req.uid(), ino(i), a));
+        attr(
+            reply,
+            self.ops.setattr(req.uid(), ino(i), a),
+            self.ops.ttl(),
+        );
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
@@ -256,7 +260,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         reply: ReplyEntry,
     ) {
         let r = self.ops.mknod(ino(parent), name, mode, rdev, caller(req));
-        entry::<B>(reply, r);
+        entry(reply, r, self.ops.ttl());
     }
 
     fn mkdir(
@@ -268,7 +272,11 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        entry::<B>(reply, self.ops.mkdir(ino(parent), name, mode, caller(req)));
+        entry(
+            reply,
+            self.ops.mkdir(ino(parent), name, mode, caller(req)),
+            self.ops.ttl(),
+        );
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -291,7 +299,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         let r = self
             .ops
             .symlink(ino(parent), link_name, target, caller(req));
-        entry::<B>(reply, r);
+        entry(reply, r, self.ops.ttl());
     }
 
     fn rename(
@@ -318,7 +326,11 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        entry::<B>(reply, self.ops.link(ino(i), ino(newparent), newname));
+        entry(
+            reply,
+            self.ops.link(ino(i), ino(newparent), newname),
+            self.ops.ttl(),
+        );
     }
 
     fn open(&self, _req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -429,8 +441,9 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         mut reply: ReplyDirectoryPlus,
     ) {
         // fuser writes `attr.ino` as both the entry's node id and its d_ino.
+        let ttl = self.ops.ttl();
         let r = self.ops.readdirplus(fh(h), offset, |off, name, attr| {
-            reply.add(attr.ino, off, name, &B::TTL, attr, Generation(0))
+            reply.add(attr.ino, off, name, &ttl, attr, Generation(0))
         });
         match r {
             Ok(()) => reply.ok(),
@@ -509,9 +522,13 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         reply: ReplyCreate,
     ) {
         match self.ops.create(ino(parent), name, mode, flags, caller(req)) {
-            Ok((a, h, open)) => {
-                reply.created(&B::TTL, &a, Generation(0), fuser::FileHandle(h.0), open)
-            }
+            Ok((a, h, open)) => reply.created(
+                &self.ops.ttl(),
+                &a,
+                Generation(0),
+                fuser::FileHandle(h.0),
+                open,
+            ),
             Err(e) => reply.error(e),
         }
     }

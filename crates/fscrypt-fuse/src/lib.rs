@@ -49,7 +49,7 @@ pub mod stats;
 
 pub use crate::backend::Backend;
 pub use crate::error::{Corruption, Error, Result, WrongType};
-pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime};
+pub use crate::fs::{Caller, EncryptedFs, FsOptions, FsStats, SetAttr, SetTime, Sharing};
 pub use crate::handles::FileHandle;
 pub use crate::inodes::{
     INODE_STATE_BYTES, InodeNo, Kind, ROOT, inode_table_slots, live_inodes, set_heap_trimmer,

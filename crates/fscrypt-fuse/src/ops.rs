@@ -92,6 +92,11 @@ pub(crate) struct Ops<B> {
 }
 
 impl<B: Backend> Ops<B> {
+    /// How long the kernel may cache what a reply says ([`Backend::ttl`]).
+    pub(crate) fn ttl(&self) -> std::time::Duration {
+        self.fs.ttl()
+    }
+
     /// The operations of `fs`, counted in `stats`.
     pub(crate) fn new(fs: B, stats: Arc<RequestStats>) -> Ops<B> {
         Ops {

@@ -33,8 +33,16 @@ fn vault_v1_fixture_reads_without_fuse() {
         Err(fscrypt_fuse::vault::Error::WrongPassphrase)
     ));
 
-    let fs =
-        EncryptedFs::new(&cipher, policy, Some(master), FsOptions { read_only: true }).unwrap();
+    let fs = EncryptedFs::new(
+        &cipher,
+        policy,
+        Some(master),
+        FsOptions {
+            read_only: true,
+            ..FsOptions::default()
+        },
+    )
+    .unwrap();
     let (got, _) = read_tree(&fs);
     assert_eq!(got, vault_v1_manifest());
 }

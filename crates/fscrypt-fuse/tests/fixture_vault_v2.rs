@@ -49,8 +49,16 @@ fn vault_v2_fixture_reads_without_fuse_and_holds_kernel_ciphertext() {
     assert_eq!(master.as_bytes(), again.as_bytes());
     let master2 = vault.unlock_with_key_file(&key).unwrap();
 
-    let fs =
-        EncryptedFs::new(&cipher, policy, Some(master), FsOptions { read_only: true }).unwrap();
+    let fs = EncryptedFs::new(
+        &cipher,
+        policy,
+        Some(master),
+        FsOptions {
+            read_only: true,
+            ..FsOptions::default()
+        },
+    )
+    .unwrap();
     assert_eq!(fs.format(), Format::V2);
     let (got, data) = read_tree(&fs);
     assert_eq!(got, vault_v2_manifest());

@@ -8,6 +8,12 @@
 //! caches, so each refuses while another holds the lock. The kernel drops
 //! the lock when the holder exits, however it exits, so a crashed daemon
 //! never leaves a stale lock behind.
+//!
+//! Mounts made with `-o sharedstorage` (issue 23: two machines on one NAS
+//! or synced folder) take the lock *shared* instead: they coexist with each
+//! other, never with an exclusive holder (a plain mount, `fsck --repair`).
+//! A shared mount that finds itself alone takes it exclusively first, runs
+//! the crash recovery pass, then shares it ([`VaultLock::share`]).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -40,9 +46,16 @@ pub enum LockError {
     /// Another process (a daemon serving the vault) holds the lock.
     #[error(
         "the vault {0} is already mounted (another fscrypt-rs daemon holds its lock): \
-         unmount it there first"
+         unmount it there first, or mount both with -o sharedstorage"
     )]
     Held(PathBuf),
+    /// A shared mount was asked for while a plain mount (or `fsck
+    /// --repair`) holds the lock exclusively.
+    #[error(
+        "the vault {0} is mounted without -o sharedstorage (or fsck --repair runs): \
+         unmount it there and mount both with -o sharedstorage"
+    )]
+    HeldExclusively(PathBuf),
 }
 
 fn io(e: rustix::io::Errno) -> std::io::Error {
@@ -103,7 +116,15 @@ impl VaultLock {
     }
 
     fn lock(fd: OwnedFd, backing_dir: &Path) -> Result<Option<VaultLock>, LockError> {
-        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+        Self::lock_as(fd, backing_dir, FlockOperation::NonBlockingLockExclusive)
+    }
+
+    fn lock_as(
+        fd: OwnedFd,
+        backing_dir: &Path,
+        how: FlockOperation,
+    ) -> Result<Option<VaultLock>, LockError> {
+        match rustix::fs::flock(&fd, how) {
             Ok(()) => Ok(Some(VaultLock { fd })),
             Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
             Err(e) => Err(LockError::Lock {
@@ -125,6 +146,50 @@ impl VaultLock {
     /// [`Self::try_acquire`].
     pub fn acquire(backing_dir: &Path) -> Result<VaultLock, LockError> {
         Self::wait_for(backing_dir)?.ok_or_else(|| LockError::Held(backing_dir.to_owned()))
+    }
+
+    /// Takes the lock *shared* (`-o sharedstorage`): beside other shared
+    /// holders, never beside an exclusive one, whose holder is waited for
+    /// up to [`Self::GRACE`] as in [`Self::acquire`].
+    ///
+    /// # Errors
+    /// [`LockError::HeldExclusively`] when a plain mount or a repair holds
+    /// it, or as [`Self::try_acquire`].
+    pub fn acquire_shared(backing_dir: &Path) -> Result<VaultLock, LockError> {
+        let start = std::time::Instant::now();
+        loop {
+            let fd = rustix::fs::open(
+                backing_dir,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| LockError::Open {
+                path: backing_dir.to_owned(),
+                source: io(e),
+            })?;
+            if let Some(l) = Self::lock_as(fd, backing_dir, FlockOperation::NonBlockingLockShared)?
+            {
+                return Ok(l);
+            }
+            if start.elapsed() >= Self::GRACE {
+                return Err(LockError::HeldExclusively(backing_dir.to_owned()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Turns a held exclusive lock into a shared one (flock(2) converts in
+    /// place), so that other `-o sharedstorage` mounts can join.
+    ///
+    /// # Errors
+    /// [`LockError::Lock`] (named `backing_dir`).
+    pub fn share(&self, backing_dir: &Path) -> Result<(), LockError> {
+        rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockShared).map_err(|e| {
+            LockError::Lock {
+                path: backing_dir.to_owned(),
+                source: io(e),
+            }
+        })
     }
 
     /// True when the lock of `backing_dir` is still held after waiting up to
@@ -202,6 +267,26 @@ mod tests {
         drop(on);
         drop(root);
         assert!(!VaultLock::is_held(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn shared_holders_coexist_and_exclude_an_exclusive_one() {
+        let dir = test_support::TempDir::new("vault-lock-shared");
+        let first = VaultLock::try_acquire(dir.path()).unwrap().expect("free");
+        // Alone: exclusive, then shared so that others can join.
+        first.share(dir.path()).unwrap();
+        let second = VaultLock::acquire_shared(dir.path()).unwrap();
+        assert!(VaultLock::is_held(dir.path()).unwrap());
+        assert!(VaultLock::try_acquire(dir.path()).unwrap().is_none());
+        drop(first);
+        drop(second);
+        let plain = VaultLock::try_acquire(dir.path()).unwrap().expect("free");
+        let start = std::time::Instant::now();
+        let e = VaultLock::acquire_shared(dir.path()).unwrap_err();
+        assert!(matches!(e, LockError::HeldExclusively(_)), "{e}");
+        assert!(start.elapsed() >= VaultLock::GRACE);
+        assert!(e.to_string().contains("-o sharedstorage"));
+        drop(plain);
     }
 
     #[test]

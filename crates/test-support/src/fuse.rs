@@ -62,6 +62,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         suid: true,
         dev: true,
         fs_name: "fscrypt-test".into(),
+        shared_storage: false,
         io_uring: true,
     }
 }

@@ -79,7 +79,10 @@ pub struct Args {
     pub nonempty: bool,
     /// Mount options, comma-separated: ro or rw, allow_other, suid and dev
     /// (root only; the default is nosuid,nodev; the last of suid/nosuid
-    /// and of dev/nodev wins), noexec (or exec, the default), nonempty, io_uring or noio_uring (serve
+    /// and of dev/nodev wins), noexec (or exec, the default), nonempty,
+    /// sharedstorage (other mounts, e.g. other machines on one NAS, may
+    /// serve the vault at the same time: names and attributes are not
+    /// cached, see README "Sharing a vault between machines"), io_uring or noio_uring (serve
     /// through FUSE over io_uring where the kernel offers it, or not; the
     /// default is io_uring for root, /dev/fuse for everyone else),
     /// fsname=NAME,
@@ -132,6 +135,9 @@ pub struct MountOptions {
     pub extpass: Option<String>,
     /// `nonempty`: mount over a non-empty directory.
     pub nonempty: bool,
+    /// `sharedstorage`: other mounts may serve the vault at the same time
+    /// (two machines on one NAS or synced folder).
+    pub shared_storage: bool,
     /// `io_uring` (`Some(true)`) or `noio_uring` (`Some(false)`); neither:
     /// FUSE over io_uring for root's mounts only ([`MountOptions::use_io_uring`]).
     pub io_uring: Option<bool>,
@@ -191,6 +197,7 @@ impl MountOptions {
                 None if word == "exec" => o.noexec = false,
                 None if word == "noexec" => o.noexec = true,
                 None if word == "nonempty" => o.nonempty = true,
+                None if word == "sharedstorage" => o.shared_storage = true,
                 None if word == "io_uring" => {
                     uring_words.0 = true;
                     o.io_uring = Some(true);
@@ -210,7 +217,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
                 ),
             }
         }
@@ -280,6 +287,9 @@ impl MountOptions {
         }
         if self.noexec {
             w.push("noexec".to_owned());
+        }
+        if self.shared_storage {
+            w.push("sharedstorage".to_owned());
         }
         match self.io_uring {
             Some(true) => w.push("io_uring".to_owned()),
@@ -529,7 +539,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         &args.mountpoint,
         args.nonempty || opts.nonempty,
     )?;
-    crate::support::mounts::check_vault_free(&backing)?;
+    // With -o sharedstorage other mounts may serve it; the daemon's lock
+    // still refuses a vault mounted without the option.
+    if !opts.shared_storage {
+        crate::support::mounts::check_vault_free(&backing)?;
+    }
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
     let pass_source = if args.pass.is_given() {
         args.pass.clone()
@@ -639,6 +653,7 @@ fn run_mount(
         suid: opts.suid,
         dev: opts.dev,
         noexec: opts.noexec,
+        shared_storage: opts.shared_storage,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
     };
     crate::support::heap::install();
@@ -824,6 +839,9 @@ mod tests {
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
         assert_eq!(o.to_words(), w("ro,allow_other,suid,dev,fsname=v"));
+        let o = MountOptions::parse(&w("sharedstorage,rw"), false).unwrap();
+        assert!(o.shared_storage);
+        assert_eq!(o.to_words(), w("sharedstorage"));
         let o = MountOptions::parse(&w("passfile=/p"), false).unwrap();
         assert_eq!(o.passfile.as_deref(), Some(Path::new("/p")));
         assert_eq!(o.to_words(), Vec::<String>::new());

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fuser::{FileAttr, FileType, FopenFlags};
 
-use super::{Caller, EncryptedFs, FsStats, SetAttr};
+use super::{Caller, EncryptedFs, FsStats, SetAttr, Sharing};
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::handles::FileHandle;
@@ -67,6 +67,16 @@ impl Backend for EncryptedFs {
     /// for listings.
     const TTL: Duration = Duration::from_secs(1);
     const READDIRPLUS: bool = true;
+
+    /// Zero on shared storage (`-o sharedstorage`): another mount changes
+    /// the backing directory at any time, so the kernel asks each time, as
+    /// gocryptfs's `-sharedstorage` has it.
+    fn ttl(&self) -> Duration {
+        match self.sharing() {
+            Sharing::Exclusive => Self::TTL,
+            Sharing::SharedAlone | Sharing::SharedWithOthers => Duration::ZERO,
+        }
+    }
 
     fn describe(&self, i: InodeNo) -> Option<String> {
         self.backing_path_of(i)

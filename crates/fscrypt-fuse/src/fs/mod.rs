@@ -29,7 +29,7 @@ mod xattr;
 use std::cell::RefCell;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -105,6 +105,31 @@ pub struct FsStats {
 pub struct FsOptions {
     /// Refuse every modification with EROFS.
     pub read_only: bool,
+    /// Whether other mounts may serve the same backing directory.
+    pub sharing: Sharing,
+}
+
+/// Whether other mounts serve the vault's backing directory beside this
+/// one (`-o sharedstorage`, issue 23: two machines on one NAS or synced
+/// folder; `docs/vault-format.md` §11a).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// The only mount (the vault lock is exclusive): the kernel caches
+    /// names and attributes for [`Backend::TTL`](crate::Backend::TTL), the
+    /// recovery pass runs when the last mount did not end cleanly, and a
+    /// clean unmount leaves the clean marker.
+    #[default]
+    Exclusive,
+    /// `-o sharedstorage`, no other mount at mount time: no caching of
+    /// names or attributes (a change through another mount shows at
+    /// once), the recovery pass runs as for [`Sharing::Exclusive`], and
+    /// only the last mount to go leaves the clean marker (see
+    /// [`EncryptedFs::hold_shared_lock`]).
+    SharedAlone,
+    /// `-o sharedstorage` while other mounts serve the vault: as
+    /// [`Sharing::SharedAlone`] without the recovery pass, since the other
+    /// mounts' objects under construction look like a crash's leftovers.
+    SharedWithOthers,
 }
 
 /// Where an inode's backing object is: the open file's fd, the directory's
@@ -143,6 +168,10 @@ pub struct EncryptedFs {
     /// when no link led to the object, so that it never judges links that
     /// are one step behind the backing store (see `backing.rs`).
     renames: RwLock<()>,
+    /// On shared storage: a descriptor of the vault lock's open directory
+    /// (shared with the mount's [`fscrypt_vault::VaultLock`]), to find out
+    /// at the end whether this mount is the last one.
+    shared_lock: Option<OwnedFd>,
 }
 
 fn sys(e: rustix::io::Errno) -> Error {
@@ -251,6 +280,7 @@ impl EncryptedFs {
             egid: rustix::process::getegid().as_raw(),
             vault_uid: st.st_uid,
             renames: RwLock::new(()),
+            shared_lock: None,
         };
         let root = fs.inode(ROOT)?;
         let ctx = fs.dir_context(&root)?;
@@ -283,6 +313,19 @@ impl EncryptedFs {
 
     fn inode(&self, ino: InodeNo) -> Result<Arc<Inode>> {
         self.inodes.get(ino).ok_or(Error::NotFound)
+    }
+
+    /// Whether other mounts serve the backing directory too.
+    pub fn sharing(&self) -> Sharing {
+        self.opts.sharing
+    }
+
+    /// On shared storage, hands over a duplicate of the vault lock's
+    /// descriptor (`dup` of [`fscrypt_vault::VaultLock`]'s fd: the same
+    /// lock), so that the end of the mount can tell whether it is the last
+    /// one: it then turns the lock exclusive and leaves the clean marker.
+    pub fn hold_shared_lock(&mut self, fd: OwnedFd) {
+        self.shared_lock = Some(fd);
     }
 
     fn writable(&self) -> Result<()> {

@@ -27,7 +27,7 @@ use crate::layout::{
 };
 use fscrypt_vault::leftovers;
 
-use super::{EncryptedFs, sys};
+use super::{EncryptedFs, Sharing, sys};
 
 /// Kills the process (SIGKILL, as `kill -9`) when `FSCRYPT_RS_CRASH_AT`
 /// equals `point`. Test builds only (feature `crash-points`).
@@ -310,6 +310,12 @@ impl EncryptedFs {
                     let _ = rustix::fs::fsync(rfd);
                     return Ok(());
                 }
+                Err(Errno::NOENT) if self.opts.sharing == Sharing::SharedWithOthers => {
+                    log::info!(
+                        "fscrypt-fuse: other mounts serve this vault (sharedstorage): the crash recovery pass waits for a mount that is alone"
+                    );
+                    return Ok(());
+                }
                 Err(Errno::NOENT) => {}
                 Err(e) => {
                     log::warn!(
@@ -513,6 +519,16 @@ impl Drop for EncryptedFs {
     /// mount skips the recovery pass.
     fn drop(&mut self) {
         if self.opts.read_only {
+            return;
+        }
+        // On shared storage only the last mount leaves the marker: it can
+        // turn the (shared) vault lock exclusive. The others leave none, so
+        // that a crash of the last one is followed by the recovery pass.
+        if self.opts.sharing != Sharing::Exclusive
+            && !self.shared_lock.as_ref().is_some_and(|fd| {
+                rustix::fs::flock(fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+            })
+        {
             return;
         }
         let _ = self.with_root(|rfd| {

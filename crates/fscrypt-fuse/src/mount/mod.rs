@@ -16,6 +16,7 @@ mod readahead;
 pub(crate) mod session;
 mod unmount;
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use self::session::{Engine, MountedSession, Options, new_session};
 pub use self::unmount::unmount;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::fs::{EncryptedFs, FsOptions};
+use crate::fs::{EncryptedFs, FsOptions, Sharing};
 use crate::ring::Ring;
 use crate::stats::{RequestStats, StatsSnapshot};
 use fscrypt_vault::VaultLock;
@@ -58,6 +59,10 @@ pub struct MountConfig {
     pub noexec: bool,
     /// Source name shown in /proc/mounts.
     pub fs_name: String,
+    /// `-o sharedstorage`: other mounts (other machines on one NAS or
+    /// synced folder) may serve the same backing directory at the same
+    /// time; see [`Sharing`](crate::Sharing).
+    pub shared_storage: bool,
     /// Serve through FUSE over io_uring when the kernel offers it (Linux
     /// 6.14+, after root enabled `/sys/module/fuse/parameters/
     /// enable_uring`): one queue and serving thread per CPU, so that a
@@ -81,6 +86,7 @@ impl std::fmt::Debug for MountConfig {
             .field("dev", &self.dev)
             .field("noexec", &self.noexec)
             .field("fs_name", &self.fs_name)
+            .field("shared_storage", &self.shared_storage)
             .field("io_uring", &self.io_uring)
             .finish()
     }
@@ -110,16 +116,39 @@ fn prepare(
     let options = config.options();
     session::check(&options, mountpoint)?;
     // Before the filesystem opens (and recovers) anything: one daemon per
-    // vault.
-    let lock = VaultLock::acquire(&config.backing_dir).map_err(|e| Error::Mount(e.to_string()))?;
-    let fs = EncryptedFs::new(
-        &config.backing_dir,
+    // vault, or with -o sharedstorage any number of them, the first one
+    // alone (exclusive while it recovers, then shared).
+    let dir = &config.backing_dir;
+    let mount_err = |e: fscrypt_vault::lock::LockError| Error::Mount(e.to_string());
+    let (lock, sharing) = if config.shared_storage {
+        match VaultLock::try_acquire(dir).map_err(mount_err)? {
+            Some(l) => (l, Sharing::SharedAlone),
+            None => (
+                VaultLock::acquire_shared(dir).map_err(mount_err)?,
+                Sharing::SharedWithOthers,
+            ),
+        }
+    } else {
+        (
+            VaultLock::acquire(dir).map_err(mount_err)?,
+            Sharing::Exclusive,
+        )
+    };
+    let mut fs = EncryptedFs::new(
+        dir,
         config.policy,
         config.master_key,
         FsOptions {
             read_only: config.read_only,
+            sharing,
         },
     )?;
+    if sharing == Sharing::SharedAlone {
+        lock.share(dir).map_err(mount_err)?;
+    }
+    if sharing != Sharing::Exclusive {
+        fs.hold_shared_lock(lock.as_fd().try_clone_to_owned().map_err(Error::Io)?);
+    }
     Ok((session::engine(fs, &options), lock))
 }
 

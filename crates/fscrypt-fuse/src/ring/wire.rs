@@ -430,7 +430,7 @@ fn answer<B: Backend>(
     let mut out = Out {
         buf: payload.as_mut_slice(),
         len: 0,
-        ttl: B::TTL,
+        ttl: ops.ttl(),
     };
     let open = |fh: FileHandle, flags: u32| fuse_open_out {
         fh: fh.0,
@@ -441,8 +441,8 @@ fn answer<B: Backend>(
         Done::Empty(()) => {}
         Done::Entry(a) => out.entry(&a)?,
         Done::Attr(a) => out.put(&fuse_attr_out {
-            attr_valid: B::TTL.as_secs(),
-            attr_valid_nsec: B::TTL.subsec_nanos(),
+            attr_valid: ops.ttl().as_secs(),
+            attr_valid_nsec: ops.ttl().subsec_nanos(),
             dummy: 0,
             attr: attr(&a),
         })?,

@@ -60,7 +60,7 @@ pub(super) fn try_lock(
     VaultLock::try_on(root.as_fd(), cipherdir).map_err(|e| match e {
         LockError::Open { path, source } => FsckError::Open { path, source },
         LockError::Lock { path, source } => FsckError::Lock { path, source },
-        LockError::Held(path) => FsckError::Mounted(path),
+        LockError::Held(path) | LockError::HeldExclusively(path) => FsckError::Mounted(path),
     })
 }
 
