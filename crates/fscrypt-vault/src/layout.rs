@@ -502,6 +502,17 @@ pub fn classify(name: &[u8]) -> EntryName {
     plain
 }
 
+/// [`classify`] with a conflict copy taken apart: the classification of
+/// the entry name it copies ([`EntryName::Short`] or [`EntryName::Long`])
+/// and the copy (original name and marker); for any other name its
+/// classification and `None`.
+pub fn classify_entry(name: &[u8]) -> (EntryName, Option<conflict::Conflict>) {
+    match classify(name) {
+        EntryName::Conflict(c) => (classify_written(&c.original), Some(c)),
+        k => (k, None),
+    }
+}
+
 /// [`classify`] without conflict copies: the names the vault writes.
 fn classify_written(name: &[u8]) -> EntryName {
     if name == b"." || name == b".." {

@@ -189,12 +189,12 @@ impl EncryptedFs {
             let _ = self.note::<()>(dir, Some(&what), Err(Error::Corrupt(c)));
             Ok(None)
         };
-        let (written, marker) = match layout::classify(ename) {
-            EntryName::Conflict(c) => match String::from_utf8(c.marker) {
-                Ok(m) => (layout::classify(&c.original), Some((c.original, m))),
+        let (written, marker) = match layout::classify_entry(ename) {
+            (k, Some(c)) => match String::from_utf8(c.marker) {
+                Ok(m) => (k, Some((c.original, m))),
                 Err(_) => return damaged(Corruption::BadName),
             },
-            k => (k, None),
+            (k, None) => (k, None),
         };
         let ct = match written {
             EntryName::Short(ct) => ct,

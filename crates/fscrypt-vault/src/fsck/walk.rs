@@ -488,9 +488,9 @@ impl Walker<'_> {
         for (name, t) in &entries {
             let shown = show_bytes(name);
             let backing = join(&d.backing, &shown);
-            match layout::classify(name) {
-                EntryName::Internal => self.check_internal(d, name, *t, &names, backing),
-                EntryName::Invalid => {
+            match layout::classify_entry(name) {
+                (EntryName::Internal, _) => self.check_internal(d, name, *t, &names, backing),
+                (EntryName::Invalid | EntryName::Conflict(_), _) => {
                     user += 1;
                     self.push(
                         Kind::BadName,
@@ -500,18 +500,13 @@ impl Walker<'_> {
                         Action::NotRepaired("it may be someone's file: move it out of the vault by hand if it is not damage"),
                     );
                 }
-                kind @ (EntryName::Short(_) | EntryName::Long | EntryName::Conflict(_)) => {
+                (written @ (EntryName::Short(_) | EntryName::Long), copy) => {
                     // A conflict copy is the entry it copies under another
                     // backing name: its ciphertext (and a long name's side
                     // file) is the original's, its shown name carries the
                     // tool's marker. Its side file is the original's, so a
                     // repair never removes it with the copy.
-                    let (written, marker) = match kind {
-                        EntryName::Conflict(c) => {
-                            (layout::classify(&c.original), Some((c.original, c.marker)))
-                        }
-                        k => (k, None),
-                    };
+                    let marker = copy.map(|c| (c.original, c.marker));
                     let long = written == EntryName::Long;
                     let ct = match written {
                         EntryName::Short(ct) => Some(ct),
