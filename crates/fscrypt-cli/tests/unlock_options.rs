@@ -91,7 +91,11 @@ fn every_unlocking_command_takes_every_secret_option() {
         ("--passfile", args!["--passfile", pass], b""),
         ("--extpass", args!["--extpass", extpass], b""),
         ("--key-file", args!["--key-file", key], b""),
-        ("--recovery-key", args!["--recovery-key"], rk_line.as_bytes()),
+        (
+            "--recovery-key",
+            args!["--recovery-key"],
+            rk_line.as_bytes(),
+        ),
     ];
     for (flag, secret, stdin) in &ways {
         let with = |cmd: Vec<OsString>| {
@@ -117,10 +121,7 @@ fn every_unlocking_command_takes_every_secret_option() {
         // protector remove: that new protector, with the same secret.
         ok(
             &format!("protector remove {flag}"),
-            &run(
-                &with(args!["protector", "remove", cipher, name]),
-                stdin,
-            ),
+            &run(&with(args!["protector", "remove", cipher, name]), stdin),
         );
         // passwd: the passphrase "changed" to itself (the new one is the
         // line on stdin after the secret, if any).
@@ -130,7 +131,10 @@ fn every_unlocking_command_takes_every_secret_option() {
             &format!("passwd {flag}"),
             &run(&with(args!["passwd", cipher]), &passwd_stdin),
         );
-        assert!(out.contains("Changed the passphrase"), "passwd {flag}: {out}");
+        assert!(
+            out.contains("Changed the passphrase"),
+            "passwd {flag}: {out}"
+        );
     }
     // The passphrase still opens the vault after the four passwd runs.
     ok(
@@ -182,8 +186,7 @@ fn every_unlocking_command_takes_every_secret_option() {
     );
     let second = t.join("second.key");
     std::fs::write(&second, [7u8; 32]).unwrap();
-    std::fs::set_permissions(&second, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&second, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     ok(
         "protector add key-file --add-key-file",
         &run(

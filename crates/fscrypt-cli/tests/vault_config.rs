@@ -111,11 +111,17 @@ fn init_config_keeps_the_wrapped_key_out_of_the_cipherdir() {
         refused_without_config(what, &run(&cmd, b"new pass\n"));
     }
     // With it: info and fsck read F.
-    let info = ok("info --config", &run(&args!["info", cipher, "--config", cfg], b""));
+    let info = ok(
+        "info --config",
+        &run(&args!["info", cipher, "--config", cfg], b""),
+    );
     assert!(info.contains("key-file"), "{info}");
     ok(
         "fsck --config",
-        &run(&args!["fsck", cipher, "--config", cfg, "--key-file", key], b""),
+        &run(
+            &args!["fsck", cipher, "--config", cfg, "--key-file", key],
+            b"",
+        ),
     );
     // protector add and passwd change F, and nothing in CIPHERDIR.
     let before = std::fs::read(cfg_p).unwrap();

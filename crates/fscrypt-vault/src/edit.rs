@@ -15,8 +15,8 @@ use fscrypt_crypto::SecretBuf;
 use zeroize::Zeroizing;
 
 use crate::config::{
-    self, ConfigError, ConfigLock, ConfigRecord, MAX_PROTECTORS, Protector,
-    ProtectorKind, ProtectorRecord,
+    self, ConfigError, ConfigLock, ConfigRecord, MAX_PROTECTORS, Protector, ProtectorKind,
+    ProtectorRecord,
 };
 use crate::cost::Argon2Params;
 use crate::error::Error;
@@ -525,7 +525,11 @@ mod tests {
         let v = Vault::open_with(&cipher, Some(&cfg)).unwrap();
         let m = v.unlock_with_passphrase(b"new").unwrap();
         assert_eq!(m.identifier(), report.key_identifier);
-        assert_eq!(std::fs::read_dir(&keys).unwrap().count(), 1, "no temporary file left");
+        assert_eq!(
+            std::fs::read_dir(&keys).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
         assert!(matches!(
             Vault::open_with(&cipher, Some(&keys.join("missing.json"))),
             Err(Error::ConfigNotFound(_))

@@ -173,16 +173,17 @@ impl Vault {
         if default_path.symlink_metadata().is_ok() {
             return Err(Error::AlreadyInitialized(cipherdir.to_owned()));
         }
-        let (config_dir, config_name) = config::dir_and_name(&config_path).map_err(|e| match e {
-            ConfigError::Io(source) => Error::Io {
-                path: config_path.clone(),
-                source,
-            },
-            other => Error::BadConfig {
-                path: config_path.clone(),
-                source: other,
-            },
-        })?;
+        let (config_dir, config_name) =
+            config::dir_and_name(&config_path).map_err(|e| match e {
+                ConfigError::Io(source) => Error::Io {
+                    path: config_path.clone(),
+                    source,
+                },
+                other => Error::BadConfig {
+                    path: config_path.clone(),
+                    source: other,
+                },
+            })?;
         let external = external && {
             let canon_dir = std::fs::canonicalize(config_dir).map_err(io_err(config_dir))?;
             let canon_cipher = std::fs::canonicalize(cipherdir).map_err(io_err(cipherdir))?;
@@ -264,8 +265,8 @@ impl Vault {
         let record = ConfigRecord::new(policy_record, protectors);
 
         let result = crate::create_root(cipherdir, &policy).and_then(|()| {
-            config::write_new_atomic(config_dir, config_name, &record.to_json()).map_err(|e| {
-                match e {
+            config::write_new_atomic(config_dir, config_name, &record.to_json()).map_err(
+                |e| match e {
                     ConfigError::AlreadyExists if external => {
                         Error::ConfigExists(config_path.clone())
                     }
@@ -278,8 +279,8 @@ impl Vault {
                         path: config_path.clone(),
                         source: other,
                     },
-                }
-            })
+                },
+            )
         });
         if let Err(e) = result {
             if !matches!(e, Error::AlreadyInitialized(_)) {

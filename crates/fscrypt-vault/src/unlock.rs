@@ -154,12 +154,11 @@ impl Vault {
         {
             return Err(Error::InodeNumberFlags);
         }
-        let policy = policy_from_record(&record.policy).map_err(|source| {
-            Error::BadStoredPolicy {
+        let policy =
+            policy_from_record(&record.policy).map_err(|source| Error::BadStoredPolicy {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            })?;
         Ok(Vault {
             dir: cipherdir.to_owned(),
             config: path,

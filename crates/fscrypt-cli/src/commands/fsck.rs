@@ -102,10 +102,12 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         None
     } else {
         let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
-        match args
-            .unlock
-            .unwrap(&vault, None, &prompt, Some("or check without the key: --no-key"))?
-        {
+        match args.unlock.unwrap(
+            &vault,
+            None,
+            &prompt,
+            Some("or check without the key: --no-key"),
+        )? {
             Ok((raw, _)) => Some(vault.master_key_from_bytes(&raw)?),
             Err(code) => return Ok(code),
         }

@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord, format_rfc3339};
 use fscrypt_vault::FS_BLOCK_SIZE;
+use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord, format_rfc3339};
 use serde_json::json;
 
 use crate::support::secret;

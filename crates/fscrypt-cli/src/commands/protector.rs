@@ -187,8 +187,7 @@ fn new_passphrase_params(vault: &Vault) -> anyhow::Result<Argon2Params> {
 fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
     let vault = args.unlock.config.open(&args.cipherdir)?;
     let dir = args.cipherdir.display();
-    if args.kind != Kind::KeyFile && (args.add_key_file.is_some() || args.new_key_file.is_some())
-    {
+    if args.kind != Kind::KeyFile && (args.add_key_file.is_some() || args.new_key_file.is_some()) {
         bail!("--add-key-file and --new-key-file are for `protector add {dir} key-file`");
     }
     if args.kind == Kind::KeyFile && args.add_key_file.is_none() && args.new_key_file.is_none() {

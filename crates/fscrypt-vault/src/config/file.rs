@@ -1,10 +1,10 @@
 //! Reading and writing the config file: the size- and type-checked read,
 //! the [`ConfigLock`], and the atomic, never-overwriting replace.
 
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::ffi::OsStr;
 use std::path::Path;
 
 use super::{ConfigError, MAX_CONFIG_SIZE};
