@@ -22,7 +22,8 @@ const EXIT_WRONG_SECRET: i32 = 12;
 
 /// Runs the binary with `stdin` piped in (never a terminal), and checks
 /// that clap did not refuse an option.
-fn run(args: &[OsString], stdin: &[u8]) -> Output {
+fn run(args: impl AsRef<[OsString]>, stdin: &[u8]) -> Output {
+    let args = args.as_ref();
     let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
     let out = test_support::cli::run(Path::new(BIN), &refs, stdin);
     let err = text(&out.stderr);
@@ -77,7 +78,7 @@ fn every_unlocking_command_takes_every_secret_option() {
     let init = ok(
         "init",
         &run(
-            &args!["init", cipher, "--new-key-file", key, "--passphrase"],
+            args!["init", cipher, "--new-key-file", key, "--passphrase"],
             b"the passphrase\n",
         ),
     );
@@ -106,14 +107,14 @@ fn every_unlocking_command_takes_every_secret_option() {
         // fsck: unlocked, so names are decrypted; the vault is clean.
         let out = ok(
             &format!("fsck {flag}"),
-            &run(&with(args!["fsck", cipher]), stdin),
+            &run(with(args!["fsck", cipher]), stdin),
         );
         assert!(out.contains("with the key"), "fsck {flag}: {out}");
         // protector add: a new recovery key, opened with this secret.
         let out = ok(
             &format!("protector add {flag}"),
             &run(
-                &with(args!["protector", "add", cipher, "recovery-key"]),
+                with(args!["protector", "add", cipher, "recovery-key"]),
                 stdin,
             ),
         );
@@ -121,7 +122,7 @@ fn every_unlocking_command_takes_every_secret_option() {
         // protector remove: that new protector, with the same secret.
         ok(
             &format!("protector remove {flag}"),
-            &run(&with(args!["protector", "remove", cipher, name]), stdin),
+            &run(with(args!["protector", "remove", cipher, name]), stdin),
         );
         // passwd: the passphrase "changed" to itself (the new one is the
         // line on stdin after the secret, if any).
@@ -129,7 +130,7 @@ fn every_unlocking_command_takes_every_secret_option() {
         passwd_stdin.extend_from_slice(b"the passphrase\n");
         let out = ok(
             &format!("passwd {flag}"),
-            &run(&with(args!["passwd", cipher]), &passwd_stdin),
+            &run(with(args!["passwd", cipher]), &passwd_stdin),
         );
         assert!(
             out.contains("Changed the passphrase"),
@@ -139,7 +140,7 @@ fn every_unlocking_command_takes_every_secret_option() {
     // The passphrase still opens the vault after the four passwd runs.
     ok(
         "fsck --passfile at the end",
-        &run(&args!["fsck", cipher, "--passfile", pass], b""),
+        &run(args!["fsck", cipher, "--passfile", pass], b""),
     );
     // The passfile and the command really are what is checked: a wrong
     // one is a wrong secret (exit 12), on fsck and on protector add.
@@ -163,7 +164,7 @@ fn every_unlocking_command_takes_every_secret_option() {
     }
     // Two secrets at once are refused by name (not as unknown options).
     let out = run(
-        &args!["fsck", cipher, "--passfile", pass, "--key-file", key],
+        args!["fsck", cipher, "--passfile", pass, "--key-file", key],
         b"",
     );
     assert!(!out.status.success());
@@ -175,7 +176,7 @@ fn every_unlocking_command_takes_every_secret_option() {
     // protector add key-file: --key-file unlocks; the key file to add is
     // --add-key-file (or --new-key-file), and the message says so.
     let out = run(
-        &args!["protector", "add", cipher, "key-file", "--key-file", key],
+        args!["protector", "add", cipher, "key-file", "--key-file", key],
         b"",
     );
     assert!(!out.status.success());
@@ -190,7 +191,7 @@ fn every_unlocking_command_takes_every_secret_option() {
     ok(
         "protector add key-file --add-key-file",
         &run(
-            &args![
+            args![
                 "protector",
                 "add",
                 cipher,
@@ -205,6 +206,6 @@ fn every_unlocking_command_takes_every_secret_option() {
     );
     ok(
         "fsck with the added key file",
-        &run(&args!["fsck", cipher, "--key-file", second], b""),
+        &run(args!["fsck", cipher, "--key-file", second], b""),
     );
 }

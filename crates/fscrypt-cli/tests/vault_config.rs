@@ -20,7 +20,8 @@ macro_rules! args {
     ($($a:expr),* $(,)?) => { vec![$(OsString::from(&$a)),*] };
 }
 
-fn run(args: &[OsString], stdin: &[u8]) -> Output {
+fn run(args: impl AsRef<[OsString]>, stdin: &[u8]) -> Output {
+    let args = args.as_ref();
     let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
     test_support::cli::run(Path::new(BIN), &refs, stdin)
 }
@@ -68,7 +69,7 @@ fn vault_with_outside_config(tag: &str) -> (TempDir, OsString, OsString, OsStrin
     let out = ok(
         "init --config",
         &run(
-            &args![
+            args![
                 "init",
                 cipher,
                 "--config",
@@ -108,18 +109,18 @@ fn init_config_keeps_the_wrapped_key_out_of_the_cipherdir() {
             args!["mount", cipher, t.sub("mnt"), "--key-file", key],
         ),
     ] {
-        refused_without_config(what, &run(&cmd, b"new pass\n"));
+        refused_without_config(what, &run(cmd, b"new pass\n"));
     }
     // With it: info and fsck read F.
     let info = ok(
         "info --config",
-        &run(&args!["info", cipher, "--config", cfg], b""),
+        &run(args!["info", cipher, "--config", cfg], b""),
     );
     assert!(info.contains("key-file"), "{info}");
     ok(
         "fsck --config",
         &run(
-            &args!["fsck", cipher, "--config", cfg, "--key-file", key],
+            args!["fsck", cipher, "--config", cfg, "--key-file", key],
             b"",
         ),
     );
@@ -128,7 +129,7 @@ fn init_config_keeps_the_wrapped_key_out_of_the_cipherdir() {
     ok(
         "protector add --config",
         &run(
-            &args![
+            args![
                 "protector",
                 "add",
                 cipher,
@@ -147,13 +148,13 @@ fn init_config_keeps_the_wrapped_key_out_of_the_cipherdir() {
     assert_eq!(names(cfg_p.parent().unwrap()), ["vault.json", "vault.key"]);
     let list = ok(
         "protector list --config",
-        &run(&args!["protector", "list", cipher, "--config", cfg], b""),
+        &run(args!["protector", "list", cipher, "--config", cfg], b""),
     );
     assert!(list.contains("passphrase"), "{list}");
     ok(
         "passwd --config",
         &run(
-            &args!["passwd", cipher, "--config", cfg],
+            args!["passwd", cipher, "--config", cfg],
             b"first pass\nsecond pass\n",
         ),
     );
@@ -165,11 +166,11 @@ fn init_config_keeps_the_wrapped_key_out_of_the_cipherdir() {
     // The new passphrase opens the vault through F.
     ok(
         "fsck --config with the new passphrase",
-        &run(&args!["fsck", cipher, "--config", cfg], b"second pass\n"),
+        &run(args!["fsck", cipher, "--config", cfg], b"second pass\n"),
     );
     // A second init onto the same F is refused before anything is made.
     let other = t.sub("other");
-    let out = run(&args!["init", other, "--config", cfg], b"x\n");
+    let out = run(args!["init", other, "--config", cfg], b"x\n");
     assert!(!out.status.success());
     assert!(
         text(&out.stderr).contains("already exists"),
@@ -185,21 +186,21 @@ fn mount_with_an_outside_config() {
     let (t, cipher, cfg, key) = vault_with_outside_config("cfg-mount");
     let mnt = t.sub("mnt");
     // Without --config: the one-line reason, nothing mounted.
-    let out = run(&args!["mount", cipher, mnt, "--key-file", key], b"");
+    let out = run(args!["mount", cipher, mnt, "--key-file", key], b"");
     refused_without_config("mount", &out);
     assert!(!test_support::is_mounted(&mnt));
     // --config F: the files go through.
     ok(
         "mount --config",
         &run(
-            &args!["mount", cipher, mnt, "--config", cfg, "--key-file", key],
+            args!["mount", cipher, mnt, "--config", cfg, "--key-file", key],
             b"",
         ),
     );
     {
         let _guard = MountGuard::new(BIN, &mnt);
         std::fs::write(mnt.join("note.txt"), b"kept off the cloud").unwrap();
-        ok("unmount", &run(&args!["unmount", mnt], b""));
+        ok("unmount", &run(args!["unmount", mnt], b""));
     }
     assert!(!Path::new(&cipher).join("fscrypt.vault.json").exists());
     // -o config=F (as in fstab), with keyfile= too.
@@ -209,12 +210,12 @@ fn mount_with_an_outside_config() {
     opt.push(&key);
     ok(
         "mount -o config=",
-        &run(&args!["mount", cipher, mnt, "-o", opt], b""),
+        &run(args!["mount", cipher, mnt, "-o", opt], b""),
     );
     let _guard = MountGuard::new(BIN, &mnt);
     assert_eq!(
         std::fs::read(mnt.join("note.txt")).unwrap(),
         b"kept off the cloud"
     );
-    ok("unmount", &run(&args!["unmount", mnt], b""));
+    ok("unmount", &run(args!["unmount", mnt], b""));
 }
