@@ -40,10 +40,12 @@ enum Command {
     /// Change the passphrase of a vault's passphrase protector (the data
     /// stays as it is: only the config is rewritten).
     ///
-    /// Asks for the old passphrase and checks it, then asks for the new one
-    /// twice (on a terminal, without echo). When stdin is not a terminal it
-    /// reads two lines: the old passphrase, then the new one. A wrong old
-    /// passphrase changes nothing and exits with status 12. The new
+    /// Asks for the old passphrase (or takes it from --passfile/--extpass,
+    /// or unlocks with --key-file or --recovery-key instead) and checks it,
+    /// then asks for the new one twice (on a terminal, without echo). When
+    /// stdin is not a terminal it reads a line per passphrase it needs: the
+    /// old one (unless given another way), then the new one. A wrong old
+    /// secret changes nothing and exits with status 12. The new
     /// passphrase keeps the protector's name and Argon2id costs. The config
     /// is replaced atomically under a lock, so a crash leaves the old or the
     /// new passphrase working, never neither.
@@ -54,9 +56,10 @@ enum Command {
     /// A vault may have any number of protectors of each kind (up to 32 in
     /// all), each with a name. `add` and `remove` first unlock the vault
     /// with an existing protector: a passphrase by default (prompted, or
-    /// the first line of stdin), or --unlock-key-file FILE, or
-    /// --recovery-key. With stdin not a terminal, `add ... passphrase`
-    /// reads the unlocking passphrase, then the new one, one line each.
+    /// the first line of stdin, --passfile FILE or --extpass CMD), or
+    /// --key-file FILE, or --recovery-key. With stdin not a terminal, `add
+    /// ... passphrase` reads the unlocking passphrase (unless given
+    /// another way), then the new one, one line each.
     /// Removing the last protector is refused. Exit status 12: the
     /// unlocking secret is wrong (nothing changed).
     Protector(commands::protector::Args),

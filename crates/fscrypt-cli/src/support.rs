@@ -7,3 +7,4 @@ pub mod kernel;
 pub mod mounts;
 pub mod progress;
 pub mod secret;
+pub mod unlock;

@@ -15,8 +15,8 @@ use fscrypt_crypto::SecretBuf;
 use zeroize::Zeroizing;
 
 use crate::config::{
-    self, CONFIG_NAME, ConfigError, ConfigLock, ConfigRecord, MAX_PROTECTORS, Protector,
-    ProtectorKind, ProtectorRecord,
+    self, ConfigError, ConfigLock, ConfigRecord, MAX_PROTECTORS, Protector, ProtectorKind,
+    ProtectorRecord,
 };
 use crate::cost::Argon2Params;
 use crate::error::Error;
@@ -234,7 +234,7 @@ impl Vault {
         record: ConfigRecord,
         hook: &mut dyn FnMut(config::Step) -> config::HookAction,
     ) -> Result<Vault, Error> {
-        let path = Self::config_path(&self.dir);
+        let path = self.config.clone();
         let bytes = record.to_json();
         // What is written must read back as itself.
         let back = Vault::from_config_bytes(&self.dir, path.clone(), &bytes)?;
@@ -254,12 +254,13 @@ impl Vault {
                 source,
             },
         };
-        let (lock, current) = ConfigLock::acquire(&self.dir, CONFIG_NAME).map_err(map)?;
+        let (dir, name) = config::dir_and_name(&path).map_err(map)?;
+        let (lock, current) = ConfigLock::acquire(dir, name).map_err(map)?;
         if current != self.bytes {
             return Err(Error::ConfigChanged(path));
         }
         let _ = &lock;
-        config::replace_atomic_hooked(&self.dir, CONFIG_NAME, &bytes, hook).map_err(map)?;
+        config::replace_atomic_hooked(dir, name, &bytes, hook).map_err(map)?;
         drop(lock);
         Ok(back)
     }
@@ -270,7 +271,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::config::{HookAction, Step};
+    use crate::config::{CONFIG_NAME, HookAction, Step};
     use crate::protector::RecoveryKeyError;
     use crate::{Argon2Choice, InitOptions, Secret};
 
@@ -471,6 +472,68 @@ mod tests {
                 .unwrap_with_passphrase(b"second")
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn config_kept_outside_the_cipher_directory() {
+        let t = TempDir::new("extcfg");
+        let cipher = t.0.join("cipher");
+        let keys = t.0.join("keys");
+        std::fs::create_dir(&cipher).unwrap();
+        std::fs::create_dir(&keys).unwrap();
+        let cfg = keys.join("vault.json");
+        let opts = InitOptions {
+            passphrase: Some(SecretBuf::from_slice(b"old")),
+            argon2: Argon2Choice::Fixed(CHEAP),
+            ..InitOptions::default()
+        };
+        let report = Vault::init_with(&cipher, Some(&cfg), &opts).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&cfg).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // No config (no wrapped key) in the cipher directory, only the root.
+        let names: Vec<_> = std::fs::read_dir(&cipher)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [crate::layout::DIR_META_NAME]);
+        // Without the config: one line that names --config.
+        let e = Vault::open(&cipher).unwrap_err();
+        assert!(matches!(e, Error::ConfigElsewhere(_)), "{e}");
+        assert!(e.to_string().contains("--config") && !e.to_string().contains('\n'));
+        // A second init onto the same config file is refused, the cipher
+        // directory left empty.
+        let other = t.0.join("other");
+        std::fs::create_dir(&other).unwrap();
+        assert!(matches!(
+            Vault::init_with(&other, Some(&cfg), &opts),
+            Err(Error::ConfigExists(_))
+        ));
+        assert_eq!(std::fs::read_dir(&other).unwrap().count(), 0);
+        // Inside the cipher directory under another name: refused.
+        assert!(matches!(
+            Vault::init_with(&other, Some(&other.join("cfg.json")), &opts),
+            Err(Error::ConfigInside(_))
+        ));
+        assert_eq!(std::fs::read_dir(&other).unwrap().count(), 0);
+        // A change is committed to the external file only.
+        let v = Vault::open_with(&cipher, Some(&cfg)).unwrap();
+        assert_eq!(v.config_file(), cfg);
+        let (master, i) = v.unwrap_with(&Secret::Passphrase(b"old"), None).unwrap();
+        v.change_passphrase(i, &master, b"new", None).unwrap();
+        assert!(!Vault::config_path(&cipher).exists());
+        let v = Vault::open_with(&cipher, Some(&cfg)).unwrap();
+        let m = v.unlock_with_passphrase(b"new").unwrap();
+        assert_eq!(m.identifier(), report.key_identifier);
+        assert_eq!(
+            std::fs::read_dir(&keys).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+        assert!(matches!(
+            Vault::open_with(&cipher, Some(&keys.join("missing.json"))),
+            Err(Error::ConfigNotFound(_))
+        ));
     }
 
     #[test]

@@ -94,9 +94,29 @@ pub enum Error {
     NotEmpty(PathBuf),
     /// The cipher directory has no vault config.
     #[error(
-        "{0} is not a vault: {CONFIG_NAME} not found; give the cipher directory made by `fscrypt-rs init`"
+        "{0} is not a vault: {CONFIG_NAME} not found; give the cipher directory made by `fscrypt-rs init` (and its config with --config FILE if init put it elsewhere)"
     )]
     NotAVault(PathBuf),
+    /// The cipher directory holds a vault's root but no config: the
+    /// config was put elsewhere (`init --config FILE`).
+    #[error(
+        "{0} has no config ({CONFIG_NAME}): its config is kept elsewhere (init --config); give it with --config FILE"
+    )]
+    ConfigElsewhere(PathBuf),
+    /// The config file given explicitly does not exist.
+    #[error(
+        "config file {0} not found: give the file `fscrypt-rs init --config` wrote for this vault"
+    )]
+    ConfigNotFound(PathBuf),
+    /// The config file given to `init` already exists.
+    #[error("config file {0} already exists: refusing to overwrite it; choose a new path")]
+    ConfigExists(PathBuf),
+    /// The config file given to `init` would be inside the cipher
+    /// directory under another name than the default.
+    #[error(
+        "config file {0} is inside the cipher directory: put it outside (that is what --config is for), or leave --config out"
+    )]
+    ConfigInside(PathBuf),
     /// The config exists but is invalid.
     #[error("{path}: {source}")]
     BadConfig {

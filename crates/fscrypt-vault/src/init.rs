@@ -134,6 +134,31 @@ impl Vault {
     /// [`Error::RootExists`], [`Error::CreateRoot`], [`Error::Random`],
     /// [`Error::Io`].
     pub fn init(cipherdir: &Path, opts: &InitOptions) -> Result<InitReport, Error> {
+        Self::init_with(cipherdir, None, opts)
+    }
+
+    /// [`Vault::init`] with the config written to `config` instead of into
+    /// `cipherdir` (gocryptfs `-config`: the wrapped keys stay off a synced
+    /// cipher directory, which then holds no config at all; open the vault
+    /// with [`Vault::open_with`] and the same path). The file is written
+    /// as in the cipher directory: atomically, mode 0600, never over an
+    /// existing file. `None` is [`Vault::init`].
+    ///
+    /// # Errors
+    /// As [`Vault::init`], and [`Error::ConfigExists`] (`config` exists),
+    /// [`Error::ConfigInside`] (`config` is inside `cipherdir` but not its
+    /// default config path), [`Error::Io`] (its directory is missing).
+    pub fn init_with(
+        cipherdir: &Path,
+        config: Option<&Path>,
+        opts: &InitOptions,
+    ) -> Result<InitReport, Error> {
+        let default_path = Self::config_path(cipherdir);
+        let config_path = match config {
+            None => default_path.clone(),
+            Some(c) => c.to_owned(),
+        };
+        let external = config_path != default_path;
         if opts.passphrase.is_none() && opts.key_file.is_none() {
             return Err(Error::NoProtector);
         }
@@ -145,8 +170,33 @@ impl Vault {
         if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
             return Err(ProtectorError::EmptyPassphrase.into());
         }
-        if Self::config_path(cipherdir).symlink_metadata().is_ok() {
+        if default_path.symlink_metadata().is_ok() {
             return Err(Error::AlreadyInitialized(cipherdir.to_owned()));
+        }
+        let (config_dir, config_name) =
+            config::dir_and_name(&config_path).map_err(|e| match e {
+                ConfigError::Io(source) => Error::Io {
+                    path: config_path.clone(),
+                    source,
+                },
+                other => Error::BadConfig {
+                    path: config_path.clone(),
+                    source: other,
+                },
+            })?;
+        let external = external && {
+            let canon_dir = std::fs::canonicalize(config_dir).map_err(io_err(config_dir))?;
+            let canon_cipher = std::fs::canonicalize(cipherdir).map_err(io_err(cipherdir))?;
+            if canon_dir == canon_cipher && config_name == CONFIG_NAME {
+                false
+            } else if canon_dir.starts_with(&canon_cipher) {
+                return Err(Error::ConfigInside(config_path.clone()));
+            } else {
+                true
+            }
+        };
+        if external && config_path.symlink_metadata().is_ok() {
+            return Err(Error::ConfigExists(config_path.clone()));
         }
         let mut entries = std::fs::read_dir(cipherdir).map_err(io_err(cipherdir))?;
         if entries.next().is_some() {
@@ -215,18 +265,22 @@ impl Vault {
         let record = ConfigRecord::new(policy_record, protectors);
 
         let result = crate::create_root(cipherdir, &policy).and_then(|()| {
-            config::write_new_atomic(cipherdir, CONFIG_NAME, &record.to_json()).map_err(|e| match e
-            {
-                ConfigError::AlreadyExists => Error::AlreadyInitialized(cipherdir.to_owned()),
-                ConfigError::Io(source) => Error::Io {
-                    path: Self::config_path(cipherdir),
-                    source,
+            config::write_new_atomic(config_dir, config_name, &record.to_json()).map_err(
+                |e| match e {
+                    ConfigError::AlreadyExists if external => {
+                        Error::ConfigExists(config_path.clone())
+                    }
+                    ConfigError::AlreadyExists => Error::AlreadyInitialized(cipherdir.to_owned()),
+                    ConfigError::Io(source) => Error::Io {
+                        path: config_path.clone(),
+                        source,
+                    },
+                    other => Error::BadConfig {
+                        path: config_path.clone(),
+                        source: other,
+                    },
                 },
-                other => Error::BadConfig {
-                    path: Self::config_path(cipherdir),
-                    source: other,
-                },
-            })
+            )
         });
         if let Err(e) = result {
             if !matches!(e, Error::AlreadyInitialized(_)) {

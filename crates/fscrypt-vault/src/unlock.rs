@@ -76,6 +76,9 @@ impl Secret<'_> {
 #[derive(Debug)]
 pub struct Vault {
     pub(crate) dir: PathBuf,
+    /// The config file it was read from (and is committed to):
+    /// `dir/`[`CONFIG_NAME`], or the file given with `--config`.
+    pub(crate) config: PathBuf,
     pub(crate) record: ConfigRecord,
     pub(crate) policy: PolicyV2,
     /// The config bytes this was parsed from (a change is only committed
@@ -84,22 +87,51 @@ pub struct Vault {
 }
 
 impl Vault {
-    /// Path of the config file of the vault in `cipherdir`.
+    /// Path of the config file of the vault in `cipherdir` when it is kept
+    /// there (the default; see [`Vault::open_with`] for one kept elsewhere).
     pub fn config_path(cipherdir: &Path) -> PathBuf {
         cipherdir.join(CONFIG_NAME)
     }
 
-    /// Opens the vault in `cipherdir`: reads and validates its config.
+    /// Opens the vault in `cipherdir`: reads and validates its config,
+    /// `cipherdir/`[`CONFIG_NAME`].
     ///
     /// # Errors
-    /// [`Error::NotAVault`] if there is no config, [`Error::BadConfig`],
-    /// [`Error::BadStoredPolicy`], [`Error::Io`].
+    /// As [`Vault::open_with`].
     pub fn open(cipherdir: &Path) -> Result<Vault, Error> {
-        let path = Self::config_path(cipherdir);
+        Self::open_with(cipherdir, None)
+    }
+
+    /// Opens the vault in `cipherdir` with its config read from `config`
+    /// (a config kept outside the cipher directory, as `init --config`
+    /// writes it), or, when `None`, from `cipherdir/`[`CONFIG_NAME`]. The
+    /// config must be a regular file (a symbolic link in its place is
+    /// refused); changes are committed to the same file.
+    ///
+    /// # Errors
+    /// [`Error::ConfigElsewhere`] (no config in `cipherdir`, which holds a
+    /// vault's root), [`Error::NotAVault`] (no config, no vault root),
+    /// [`Error::ConfigNotFound`] (`config` does not exist),
+    /// [`Error::BadConfig`], [`Error::BadStoredPolicy`], [`Error::Io`].
+    pub fn open_with(cipherdir: &Path, config: Option<&Path>) -> Result<Vault, Error> {
+        let path = match config {
+            Some(c) => c.to_owned(),
+            None => Self::config_path(cipherdir),
+        };
         let bytes = match config::read_limited(&path) {
             Ok(b) => b,
             Err(ConfigError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(Error::NotAVault(cipherdir.to_owned()));
+                return Err(if config.is_some() {
+                    Error::ConfigNotFound(path)
+                } else if cipherdir
+                    .join(crate::layout::DIR_META_NAME)
+                    .symlink_metadata()
+                    .is_ok()
+                {
+                    Error::ConfigElsewhere(cipherdir.to_owned())
+                } else {
+                    Error::NotAVault(cipherdir.to_owned())
+                });
             }
             Err(ConfigError::Io(source)) => return Err(Error::Io { path, source }),
             Err(source) => return Err(Error::BadConfig { path, source }),
@@ -122,14 +154,23 @@ impl Vault {
         {
             return Err(Error::InodeNumberFlags);
         }
-        let policy = policy_from_record(&record.policy)
-            .map_err(|source| Error::BadStoredPolicy { path, source })?;
+        let policy =
+            policy_from_record(&record.policy).map_err(|source| Error::BadStoredPolicy {
+                path: path.clone(),
+                source,
+            })?;
         Ok(Vault {
             dir: cipherdir.to_owned(),
+            config: path,
             record,
             policy,
             bytes: bytes.to_vec(),
         })
+    }
+
+    /// The config file this vault was read from (and commits changes to).
+    pub fn config_file(&self) -> &Path {
+        &self.config
     }
 
     /// The cipher directory.

@@ -7,7 +7,7 @@
 //! [`EXIT_PROBLEMS`] (1) problems found (remaining after `--repair`),
 //! [`EXIT_CANNOT_RUN`] (2) the check could not run (bad arguments, not a
 //! vault, a repair on a mounted vault, ...; clap's usage errors are 2 too),
-//! [`secret::EXIT_WRONG_SECRET`] (12, as `mount`) a wrong passphrase or key
+//! [`crate::support::secret::EXIT_WRONG_SECRET`] (12, as `mount`) a wrong passphrase or key
 //! file.
 //!
 //! A mounted vault is recognised by the lock its daemon holds (an advisory
@@ -24,10 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use fscrypt_vault::Vault;
 use fscrypt_vault::fsck::{self, Options, Report};
 
-use crate::support::secret;
+use crate::support::unlock::{ConfigArg, UnlockArgs};
 
 /// Exit status: the vault is clean (or every problem was repaired).
 pub const EXIT_CLEAN: u8 = 0;
@@ -41,13 +40,16 @@ pub const EXIT_CANNOT_RUN: u8 = 2;
 pub struct Args {
     /// The vault (directory made by `fscrypt-rs init`).
     pub cipherdir: PathBuf,
-    /// Unlock with this key file (names are decrypted and shown in
-    /// plaintext) instead of a passphrase.
-    #[arg(long)]
-    pub key_file: Option<PathBuf>,
+    /// How to unlock the vault (names are then decrypted and shown in
+    /// plaintext): a passphrase by default.
+    #[command(flatten)]
+    pub unlock: UnlockArgs,
+    /// Where the vault's config is (default: in CIPHERDIR).
+    #[command(flatten)]
+    pub config: ConfigArg,
     /// Check without the key: structure only, paths shown with no-key names
     /// (no passphrase asked).
-    #[arg(long, conflicts_with = "key_file")]
+    #[arg(long, conflicts_with_all = ["key_file", "recovery_key", "passfile", "extpass"])]
     pub no_key: bool,
     /// Remove what interrupted operations left behind (temporary entries,
     /// orphan long-name side files, 0-byte files, unreferenced symlink
@@ -95,29 +97,19 @@ fn mounted_per_mountinfo(cipherdir: &Path) -> bool {
 }
 
 fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let vault = Vault::open(&args.cipherdir)?;
+    let vault = args.config.open(&args.cipherdir)?;
     let master = if args.no_key {
         None
-    } else if let Some(path) = &args.key_file {
-        let bytes = secret::read_key_file(path)?;
-        match vault.unlock_with_key_file(&bytes) {
-            Ok(m) => Some(m),
-            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
-            Err(e) => return Err(e.into()),
-        }
     } else {
-        if !vault.has_passphrase() {
-            bail!(
-                "{} has no passphrase protector: give --key-file, or check without the key (--no-key)",
-                args.cipherdir.display()
-            );
-        }
         let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
-        let pass = secret::read_passphrase(&prompt, false)?;
-        match vault.unlock_with_passphrase(&pass) {
-            Ok(m) => Some(m),
-            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
-            Err(e) => return Err(e.into()),
+        match args.unlock.unwrap(
+            &vault,
+            None,
+            &prompt,
+            Some("or check without the key: --no-key"),
+        )? {
+            Ok((raw, _)) => Some(vault.master_key_from_bytes(&raw)?),
+            Err(code) => return Ok(code),
         }
     };
     let by_mountinfo = mounted_per_mountinfo(&args.cipherdir);

@@ -5,17 +5,18 @@
 //!
 //! Nothing secret is shown: no wrapped key, nonce or salt (the salt is not
 //! secret, but has no use to a reader). The config is read by
-//! `fscrypt_vault::Vault::open` (a regular file only, bounded in size and
+//! `fscrypt_vault::Vault::open_with` (a regular file only, bounded in size and
 //! cost).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use fscrypt_vault::FS_BLOCK_SIZE;
 use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord, format_rfc3339};
-use fscrypt_vault::{FS_BLOCK_SIZE, Vault};
 use serde_json::json;
 
 use crate::support::secret;
+use crate::support::unlock::ConfigArg;
 
 /// Arguments of `fscrypt-rs info`.
 #[derive(clap::Args, Debug)]
@@ -25,11 +26,14 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Where the vault's config is (default: in CIPHERDIR).
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 /// Runs `fscrypt-rs info`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    let vault = Vault::open(&args.cipherdir)?;
+    let vault = args.config.open(&args.cipherdir)?;
     let p = vault.policy();
     let data_unit = match p.log2_data_unit_size {
         0 => FS_BLOCK_SIZE,

@@ -115,6 +115,14 @@ pub struct Args {
     /// passphrase). Without it, the config stays in the version-1 format.
     #[arg(long)]
     pub no_recovery_key: bool,
+    /// Write the vault's config (its policy and wrapped keys) to FILE, a
+    /// new file outside CIPHERDIR, instead of into CIPHERDIR: a CIPHERDIR
+    /// synced to a cloud then holds no wrapped key (gocryptfs -config).
+    /// Every later command needs the same --config FILE (mount: also -o
+    /// config=FILE); keep FILE safe and backed up: without it the vault
+    /// cannot be opened.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Where the passphrase comes from (implies a passphrase protector).
     #[command(flatten)]
     pub pass: secret::PassSource,
@@ -219,6 +227,14 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             args.cipherdir.display()
         );
     }
+    if let Some(config) = &args.config
+        && config.symlink_metadata().is_ok()
+    {
+        anyhow::bail!(
+            "config file {} already exists: refusing to overwrite it; choose a new path",
+            config.display()
+        );
+    }
 
     let mut made_key_file = None;
     if let Some(path) = &args.key_file {
@@ -256,7 +272,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             secret::announce_derivation(params.work_kib());
             opts.argon2 = Argon2Choice::Fixed(params);
         }
-        Ok::<_, anyhow::Error>(Vault::init(&args.cipherdir, &opts)?)
+        Ok::<_, anyhow::Error>(Vault::init_with(
+            &args.cipherdir,
+            args.config.as_deref(),
+            &opts,
+        )?)
     })();
     let report = match result {
         Ok(r) => r,
@@ -270,6 +290,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let p = &report.policy;
     println!("Created vault {}", args.cipherdir.display());
     println!("  key identifier: {}", report.key_identifier);
+    if let Some(config) = &args.config {
+        println!(
+            "  config: {} (not in the vault: give it with --config to every command; back it up)",
+            config.display()
+        );
+    }
     println!(
         "  policy: v2, contents {}, filenames {}, padding {}, data unit {}{}",
         p.contents_mode,

@@ -44,6 +44,7 @@ use fscrypt_crypto::SecretBuf;
 use fscrypt_fuse::vault::Vault;
 
 use crate::support::secret;
+use crate::support::unlock::{ConfigArg, UnlockArgs};
 
 /// How long the parent waits for the daemon's mount to appear.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,20 +56,17 @@ pub struct Args {
     pub cipherdir: PathBuf,
     /// Where the decrypted view appears (an existing directory).
     pub mountpoint: PathBuf,
-    /// Unlock with this key file instead of a passphrase.
-    #[arg(long, conflicts_with_all = ["passfile", "extpass"])]
-    pub key_file: Option<PathBuf>,
-    /// Unlock with the recovery key shown at `init` (typed without echo,
-    /// or one line on stdin; case, spaces and dashes do not matter).
-    #[arg(long, conflicts_with_all = ["key_file", "locked"])]
-    pub recovery_key: bool,
-    /// Where the passphrase comes from (default: the terminal, or one line
-    /// from stdin when it is not a terminal).
+    /// How to unlock the vault: a passphrase by default (the terminal, or
+    /// one line from stdin when it is not a terminal).
     #[command(flatten)]
-    pub pass: secret::PassSource,
+    pub unlock: UnlockArgs,
+    /// Where the vault's config is (default: in CIPHERDIR); `-o
+    /// config=FILE` in fstab.
+    #[command(flatten)]
+    pub config: ConfigArg,
     /// Mount without the key: no-key names, no contents (like the kernel
     /// without the key).
-    #[arg(long, conflicts_with_all = ["key_file", "passfile", "extpass"])]
+    #[arg(long, conflicts_with_all = ["key_file", "recovery_key", "passfile", "extpass"])]
     pub locked: bool,
     /// Stay in the foreground until unmounted.
     #[arg(long, short = 'f')]
@@ -88,7 +86,8 @@ pub struct Args {
     /// fsname=NAME,
     /// and for fstab keyfile=PATH, passfile=PATH or extpass=CMD (as
     /// --key-file, --passfile, --extpass; write a space in CMD as \040 in
-    /// fstab; CMD cannot contain a comma), and the fstab-only options
+    /// fstab; CMD cannot contain a comma), config=FILE (as --config), and
+    /// the fstab-only options
     /// mount(8) passes on (defaults,
     /// noauto, nofail, _netdev, x-*, ...), which are ignored. The kernel
     /// always checks permissions (default_permissions is implied and
@@ -133,6 +132,9 @@ pub struct MountOptions {
     pub passfile: Option<PathBuf>,
     /// `extpass=`.
     pub extpass: Option<String>,
+    /// `config=`: the vault's config file, kept outside the cipher
+    /// directory (as `--config`).
+    pub config: Option<PathBuf>,
     /// `nonempty`: mount over a non-empty directory.
     pub nonempty: bool,
     /// `sharedstorage`: other mounts may serve the vault at the same time
@@ -210,6 +212,7 @@ impl MountOptions {
                 Some(("keyfile", v)) if !v.is_empty() => o.key_file = Some(PathBuf::from(v)),
                 Some(("passfile", v)) if !v.is_empty() => o.passfile = Some(PathBuf::from(v)),
                 Some(("extpass", v)) if !v.is_empty() => o.extpass = Some(v.to_owned()),
+                Some(("config", v)) if !v.is_empty() => o.config = Some(PathBuf::from(v)),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
                 Some(("comment", _)) => {}
                 // What mount(8) passes back from mountinfo on a remount.
@@ -217,7 +220,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
                 ),
             }
         }
@@ -270,7 +273,8 @@ impl MountOptions {
     }
 
     /// The words to pass on to the daemon (everything but the key file,
-    /// passphrase file and command).
+    /// passphrase file and command, and the config, which the daemon gets
+    /// as `--config`).
     fn to_words(&self) -> Vec<String> {
         let mut w = Vec::new();
         if self.read_only {
@@ -384,9 +388,8 @@ pub fn parse_helper_args(
     let args = Args {
         cipherdir,
         mountpoint,
-        key_file: None,
-        recovery_key: false,
-        pass: secret::PassSource::default(),
+        unlock: UnlockArgs::default(),
+        config: ConfigArg::default(),
         locked: false,
         foreground: false,
         nonempty: false,
@@ -507,7 +510,7 @@ pub fn remount(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `fscrypt-rs mount`.
-pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
+pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
     // Before any secret is read (also as the mount(8) helper and the daemon).
     secret::protect_process();
     if args.master_key_stdin {
@@ -529,7 +532,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     opts.check_privilege()?;
-    let vault = Vault::open(&args.cipherdir)?;
+    // `-o config=FILE` (fstab) as `--config FILE`; the daemon gets it too.
+    if args.config.config.is_none() {
+        args.config.config = opts.config.clone();
+    }
+    let vault = args.config.open(&args.cipherdir)?;
     // Before any secret is asked for: where the vault would go, and
     // whether it is mounted already.
     let backing = std::fs::canonicalize(&args.cipherdir)
@@ -544,51 +551,27 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     if !opts.shared_storage {
         crate::support::mounts::check_vault_free(&backing)?;
     }
-    let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
-    let pass_source = if args.pass.is_given() {
-        args.pass.clone()
-    } else {
-        secret::PassSource {
+    // The secret options of the command line, else those of `-o`.
+    let mut unlock = args.unlock.clone();
+    if unlock.key_file.is_none() && !unlock.recovery_key {
+        unlock.key_file = opts.key_file.clone();
+    }
+    if !unlock.pass.is_given() && !unlock.recovery_key {
+        unlock.pass = secret::PassSource {
             passfile: opts.passfile.clone(),
             extpass: opts.extpass.clone(),
-        }
-    };
-    if key_file.is_some() && pass_source.is_given() {
+        };
+    }
+    if unlock.key_file.is_some() && unlock.pass.is_given() {
         bail!("give a key file or a passphrase source (passfile/extpass), not both");
     }
     let key = if args.locked {
         Key::Locked
-    } else if args.recovery_key {
-        let prompt = format!("Recovery key for {}: ", args.cipherdir.display());
-        let rk = match secret::read_recovery_key(&prompt)? {
-            Ok(rk) => rk,
-            Err(code) => return Ok(code),
-        };
-        match vault.unwrap_with_recovery_key(&rk) {
-            Ok(raw) => Key::Raw(raw),
-            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
-            Err(e) => return Err(e.into()),
-        }
-    } else if let Some(path) = &key_file {
-        let bytes = secret::read_key_file(path)?;
-        match vault.unwrap_with_key_file(&bytes) {
-            Ok(raw) => Key::Raw(raw),
-            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
-            Err(e) => return Err(e.into()),
-        }
     } else {
-        if !vault.has_passphrase() {
-            bail!(
-                "{} has no passphrase protector: unlock it with --key-file or --recovery-key (or mount it --locked)",
-                args.cipherdir.display()
-            );
-        }
         let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
-        let pass = pass_source.read(&prompt, false)?;
-        match secret::unwrap_with_passphrase(&vault, &pass) {
-            Ok(raw) => Key::Raw(raw),
-            Err(e) if e.is_wrong_secret() => return Ok(secret::wrong_secret(&e)),
-            Err(e) => return Err(e.into()),
+        match unlock.unwrap(&vault, None, &prompt, Some("or mount it --locked"))? {
+            Ok((raw, _)) => Key::Raw(raw),
+            Err(code) => return Ok(code),
         }
     };
     pause_for_tests();
@@ -667,7 +650,7 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
     // Leave the terminal's session so its Ctrl-C and hangup do not reach us.
     let _ = rustix::process::setsid();
     let opts = MountOptions::parse(&args.options, args.sloppy)?;
-    let vault = Vault::open(&args.cipherdir)?;
+    let vault = args.config.open(&args.cipherdir)?;
     // Straight from file descriptor 0: std's stdin buffer would keep a copy.
     let mut raw = SecretBuf::new(65);
     let mut got = 0;
@@ -747,6 +730,9 @@ fn spawn_daemon(
         .arg(std::os::fd::AsRawFd::as_raw_fd(&inherited).to_string());
     if args.locked {
         cmd.arg("--locked");
+    }
+    if let Some(config) = args.config.absolute()? {
+        cmd.arg("--config").arg(config);
     }
     let words = opts.to_words();
     if !words.is_empty() {

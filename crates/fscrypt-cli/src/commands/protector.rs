@@ -10,9 +10,10 @@ use std::process::ExitCode;
 use anyhow::bail;
 use fscrypt_crypto::SecretBuf;
 use fscrypt_vault::config::{ProtectorRecord, format_utc};
-use fscrypt_vault::{Argon2Params, NewSecret, RecoveryKey, Secret, Vault};
+use fscrypt_vault::{Argon2Params, NewSecret, RecoveryKey, Vault};
 
 use crate::support::secret;
+use crate::support::unlock::{ConfigArg, UnlockArgs};
 
 /// Arguments of `fscrypt-rs protector`.
 #[derive(clap::Args, Debug)]
@@ -27,8 +28,9 @@ enum Sub {
     /// creation time. Needs no secret and shows none.
     List(ListArgs),
     /// Add a protector. Unlocks the vault first with an existing protector
-    /// (a passphrase by default, or --unlock-key-file / --recovery-key),
-    /// then wraps the same master key with the new secret.
+    /// (a passphrase by default, from the terminal, stdin, --passfile or
+    /// --extpass; or --key-file / --recovery-key), then wraps the same
+    /// master key with the new secret.
     Add(AddArgs),
     /// Remove a protector. Unlocks the vault first with a protector that
     /// stays, so the vault is known to open afterwards; the last
@@ -40,6 +42,8 @@ enum Sub {
 struct ListArgs {
     /// The vault (directory made by `fscrypt-rs init`).
     cipherdir: PathBuf,
+    #[command(flatten)]
+    config: ConfigArg,
 }
 
 /// Kinds of protector `add` makes.
@@ -47,7 +51,7 @@ struct ListArgs {
 enum Kind {
     /// A passphrase (Argon2id), asked twice on a terminal.
     Passphrase,
-    /// A key file of 32 or 64 raw bytes: --key-file (existing) or
+    /// A key file of 32 or 64 raw bytes: --add-key-file (existing) or
     /// --new-key-file (made now).
     KeyFile,
     /// A new random recovery key, shown once.
@@ -56,16 +60,16 @@ enum Kind {
 
 /// How to unlock the vault before a change.
 #[derive(clap::Args, Debug)]
-struct UnlockArgs {
-    /// Unlock with this key file (instead of a passphrase).
-    #[arg(long, value_name = "FILE", conflicts_with = "recovery_key")]
-    unlock_key_file: Option<PathBuf>,
-    /// Unlock with a recovery key (typed without echo, or one line on stdin).
-    #[arg(long, alias = "unlock-recovery-key")]
-    recovery_key: bool,
+struct Unlock {
+    /// The existing secret that unlocks the vault.
+    #[command(flatten)]
+    secret: UnlockArgs,
     /// Try only the protector of this name to unlock.
     #[arg(long, value_name = "NAME")]
     unlock_protector: Option<String>,
+    /// Where the vault's config is (default: in CIPHERDIR).
+    #[command(flatten)]
+    config: ConfigArg,
 }
 
 #[derive(clap::Args, Debug)]
@@ -79,14 +83,15 @@ struct AddArgs {
     /// KIND-2, KIND-3, ... when taken.
     #[arg(long)]
     name: Option<String>,
-    /// For key-file: the existing key file (32 or 64 raw bytes).
+    /// For key-file: the existing key file to add (32 or 64 raw bytes).
+    /// (--key-file is the key file that unlocks the vault, as everywhere.)
     #[arg(long, value_name = "FILE", conflicts_with = "new_key_file")]
-    key_file: Option<PathBuf>,
+    add_key_file: Option<PathBuf>,
     /// For key-file: create this key file (64 random bytes, mode 0600).
     #[arg(long, value_name = "FILE")]
     new_key_file: Option<PathBuf>,
     #[command(flatten)]
-    unlock: UnlockArgs,
+    unlock: Unlock,
 }
 
 #[derive(clap::Args, Debug)]
@@ -96,7 +101,7 @@ struct RemoveArgs {
     /// The name of the protector to remove (`fscrypt-rs protector list`).
     name: String,
     #[command(flatten)]
-    unlock: UnlockArgs,
+    unlock: Unlock,
 }
 
 /// Runs `fscrypt-rs protector`.
@@ -109,7 +114,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let vault = Vault::open(&args.cipherdir)?;
+    let vault = args.config.open(&args.cipherdir)?;
     let rows: Vec<[String; 4]> = vault
         .protectors()
         .iter()
@@ -155,37 +160,11 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
 /// Unlocks the vault as `unlock` says; returns the raw master key and the
 /// index of the protector that opened it, or the exit code of a wrong
 /// secret.
-fn unlock(
-    vault: &Vault,
-    unlock: &UnlockArgs,
-) -> anyhow::Result<Result<(SecretBuf, usize), ExitCode>> {
-    let dir = vault.dir().display();
-    let only = unlock.unlock_protector.as_deref();
-    let result = if let Some(path) = &unlock.unlock_key_file {
-        let key = secret::read_key_file(path)?;
-        vault.unwrap_with(&Secret::KeyFile(&key), only)
-    } else if unlock.recovery_key {
-        let rk = match secret::read_recovery_key(&format!("Recovery key for {dir}: "))? {
-            Ok(rk) => rk,
-            Err(code) => return Ok(Err(code)),
-        };
-        vault.unwrap_with(&Secret::RecoveryKey(&rk), only)
-    } else {
-        if !vault.has_passphrase() {
-            bail!(
-                "{dir} has no passphrase protector: unlock it with --unlock-key-file FILE or --recovery-key"
-            );
-        }
-        let pass =
-            secret::read_passphrase(&format!("Passphrase for {dir} (to unlock it): "), false)?;
-        secret::announce_passphrase_unlock(vault, only);
-        vault.unwrap_with(&Secret::Passphrase(&pass), only)
-    };
-    match result {
-        Ok(found) => Ok(Ok(found)),
-        Err(e) if e.is_wrong_secret() => Ok(Err(secret::wrong_secret(&e))),
-        Err(e) => Err(e.into()),
-    }
+fn unlock(vault: &Vault, unlock: &Unlock) -> anyhow::Result<Result<(SecretBuf, usize), ExitCode>> {
+    let prompt = format!("Passphrase for {} (to unlock it): ", vault.dir().display());
+    unlock
+        .secret
+        .unwrap(vault, unlock.unlock_protector.as_deref(), &prompt, None)
 }
 
 /// Argon2id costs for a new passphrase protector: the test override, else
@@ -206,14 +185,14 @@ fn new_passphrase_params(vault: &Vault) -> anyhow::Result<Argon2Params> {
 }
 
 fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
-    let vault = Vault::open(&args.cipherdir)?;
+    let vault = args.unlock.config.open(&args.cipherdir)?;
     let dir = args.cipherdir.display();
-    if args.kind != Kind::KeyFile && (args.key_file.is_some() || args.new_key_file.is_some()) {
-        bail!("--key-file and --new-key-file are for `protector add {dir} key-file`");
+    if args.kind != Kind::KeyFile && (args.add_key_file.is_some() || args.new_key_file.is_some()) {
+        bail!("--add-key-file and --new-key-file are for `protector add {dir} key-file`");
     }
-    if args.kind == Kind::KeyFile && args.key_file.is_none() && args.new_key_file.is_none() {
+    if args.kind == Kind::KeyFile && args.add_key_file.is_none() && args.new_key_file.is_none() {
         bail!(
-            "a key-file protector needs --key-file FILE (existing) or --new-key-file FILE (made now)"
+            "a key-file protector needs --add-key-file FILE (existing) or --new-key-file FILE (made now); --key-file FILE is the key file that unlocks the vault"
         );
     }
     if let Some(name) = &args.name {
@@ -238,7 +217,7 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
             (vault.add_protector(&master, &secret, name)?.1, None)
         }
         Kind::KeyFile => {
-            let (key, made) = match (&args.key_file, &args.new_key_file) {
+            let (key, made) = match (&args.add_key_file, &args.new_key_file) {
                 (Some(path), _) => (secret::read_key_file(path)?, None),
                 (None, Some(path)) => (secret::generate_key_file(path)?, Some(path)),
                 (None, None) => unreachable!("checked above"),
@@ -267,7 +246,7 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
         Kind::RecoveryKey => "recovery-key",
     };
     println!("Added {kind} protector {added:?} to {dir}; the data is unchanged.");
-    if let Some(path) = args.key_file.as_ref().or(args.new_key_file.as_ref()) {
+    if let Some(path) = args.add_key_file.as_ref().or(args.new_key_file.as_ref()) {
         println!("  key file: {}", path.display());
     }
     if let Some(rk) = &shown_key {
@@ -277,7 +256,7 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn remove(args: RemoveArgs) -> anyhow::Result<ExitCode> {
-    let vault = Vault::open(&args.cipherdir)?;
+    let vault = args.unlock.config.open(&args.cipherdir)?;
     let dir = args.cipherdir.display();
     let Some(target) = vault.protectors().iter().position(|p| p.name == args.name) else {
         return Err(fscrypt_vault::Error::UnknownProtector(args.name.clone()).into());

@@ -243,6 +243,8 @@ const VALUE_OPTIONS: &[&[u8]] = &[
     b"--log-file",
     b"--passfile",
     b"--extpass",
+    b"--config",
+    b"--unlock-key-file",
     b"--mountpoint-fd",
 ];
 

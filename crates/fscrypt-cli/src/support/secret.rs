@@ -3,7 +3,8 @@
 //! `--extpass` command's output) and key files; the message before a slow
 //! key derivation; the exit code for a wrong secret.
 //!
-//! Shared by `init`, `mount`, `demo`, `passwd` and `protector`; the
+//! Shared by `init`, `mount`, `demo`, `fsck`, `passwd` and `protector`
+//! (the options that name a secret are in `unlock.rs`); the
 //! cryptography is in `fscrypt_vault`. A passphrase only ever travels
 //! through a file, a pipe or the terminal, never through our command line or
 //! environment, and is read byte by byte into a [`SecretBuf`].
@@ -252,20 +253,6 @@ pub fn announce_passphrase_unlock(vault: &fscrypt_vault::Vault, only: Option<&st
         })
         .sum();
     announce_derivation(work);
-}
-
-/// Unwraps the vault's master key with a passphrase, first announcing the
-/// derivation when it is expected to take more than a second (all
-/// passphrase protectors may be tried: their total cost is announced).
-///
-/// # Errors
-/// As [`fscrypt_vault::Vault::unwrap_with_passphrase`].
-pub fn unwrap_with_passphrase(
-    vault: &fscrypt_vault::Vault,
-    passphrase: &[u8],
-) -> Result<SecretBuf, fscrypt_vault::Error> {
-    announce_passphrase_unlock(vault, None);
-    vault.unwrap_with_passphrase(passphrase)
 }
 
 /// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0: no core file,

@@ -1,6 +1,7 @@
 //! Reading and writing the config file: the size- and type-checked read,
 //! the [`ConfigLock`], and the atomic, never-overwriting replace.
 
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -87,7 +88,7 @@ impl ConfigLock {
     ///
     /// # Errors
     /// As [`read_limited`].
-    pub fn acquire(dir: &Path, name: &str) -> Result<(ConfigLock, Vec<u8>), ConfigError> {
+    pub fn acquire(dir: &Path, name: &OsStr) -> Result<(ConfigLock, Vec<u8>), ConfigError> {
         use std::os::unix::fs::MetadataExt;
         let path = dir.join(name);
         loop {
@@ -117,6 +118,34 @@ impl Drop for ConfigLock {
     fn drop(&mut self) {
         let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
     }
+}
+
+/// The directory and file name of a config file's path, as the atomic
+/// writes and the [`ConfigLock`] take them (a bare file name is in `.`).
+///
+/// # Errors
+/// [`ConfigError::Io`] (`InvalidInput`) for a path without a file name
+/// (`/`, `..`).
+pub fn dir_and_name(path: &Path) -> Result<(&Path, &OsStr), ConfigError> {
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the config path names no file",
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok((dir, name))
+}
+
+/// `NAME.tmp-<hex of rnd>`: the temporary file next to the config `NAME`
+/// (fsck recognises the pattern in a cipher directory).
+fn tmp_name(name: &OsStr, rnd: &[u8]) -> std::ffi::OsString {
+    let mut tmp = name.to_os_string();
+    tmp.push(format!(".tmp-{}", hex::encode(rnd)));
+    tmp
 }
 
 /// The steps of [`replace_atomic`], for the crash tests.
@@ -161,7 +190,7 @@ pub(crate) enum HookAction {
 /// [`ConfigError::Io`].
 pub fn replace_atomic(
     dir: &Path,
-    name: &str,
+    name: &OsStr,
     contents: &[u8],
     _lock: &ConfigLock,
 ) -> Result<(), ConfigError> {
@@ -171,14 +200,14 @@ pub fn replace_atomic(
 /// [`replace_atomic`] with a hook called after each [`Step`].
 pub(crate) fn replace_atomic_hooked(
     dir: &Path,
-    name: &str,
+    name: &OsStr,
     contents: &[u8],
     hook: &mut dyn FnMut(Step) -> HookAction,
 ) -> Result<(), ConfigError> {
     let final_path = dir.join(name);
     let mut rnd = [0u8; 8];
     fscrypt_crypto::random_bytes(&mut rnd).map_err(std::io::Error::other)?;
-    let tmp_path = dir.join(format!("{name}.tmp-{}", hex::encode(rnd)));
+    let tmp_path = dir.join(tmp_name(name, &rnd));
     let mut crashed = false;
     let mut step = |s: Step, crashed: &mut bool| -> Result<(), ConfigError> {
         match hook(s) {
@@ -233,14 +262,14 @@ pub(crate) fn replace_atomic_hooked(
 ///
 /// # Errors
 /// [`ConfigError::AlreadyExists`] if `dir/name` exists, [`ConfigError::Io`].
-pub fn write_new_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<(), ConfigError> {
+pub fn write_new_atomic(dir: &Path, name: &OsStr, contents: &[u8]) -> Result<(), ConfigError> {
     let final_path = dir.join(name);
     if final_path.symlink_metadata().is_ok() {
         return Err(ConfigError::AlreadyExists);
     }
     let mut rnd = [0u8; 8];
     fscrypt_crypto::random_bytes(&mut rnd).map_err(std::io::Error::other)?;
-    let tmp_path = dir.join(format!("{name}.tmp-{}", hex::encode(rnd)));
+    let tmp_path = dir.join(tmp_name(name, &rnd));
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)

@@ -385,7 +385,7 @@ pub fn now_unix() -> u64 {
 mod file;
 mod json;
 
-pub use file::{ConfigLock, read_limited, replace_atomic, write_new_atomic};
+pub use file::{ConfigLock, dir_and_name, read_limited, replace_atomic, write_new_atomic};
 pub(crate) use file::{HookAction, Step, replace_atomic_hooked};
 
 #[cfg(test)]

@@ -252,11 +252,11 @@ fn atomic_write_is_0600_and_never_overwrites() {
     let t = test_support::TempDir::new("config-test");
     let dir = t.path().to_path_buf();
     let path = dir.join(CONFIG_NAME);
-    write_new_atomic(&dir, CONFIG_NAME, b"first").unwrap();
+    write_new_atomic(&dir, CONFIG_NAME.as_ref(), b"first").unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     assert!(matches!(
-        write_new_atomic(&dir, CONFIG_NAME, b"second"),
+        write_new_atomic(&dir, CONFIG_NAME.as_ref(), b"second"),
         Err(ConfigError::AlreadyExists)
     ));
     assert_eq!(std::fs::read(&path).unwrap(), b"first");

@@ -1,0 +1,143 @@
+//! The options every vault command shares: where the vault's config is
+//! ([`ConfigArg`], `--config FILE`) and how to unlock it ([`UnlockArgs`]:
+//! `--passfile`, `--extpass`, `--key-file`, `--recovery-key`, or a
+//! passphrase from the terminal or stdin), and the one function that turns
+//! them into the master key ([`UnlockArgs::unwrap`]).
+//!
+//! Every command that opens a vault flattens [`ConfigArg`] (`mount`,
+//! `fsck`, `passwd`, `protector list|add|remove`, `info`); every command
+//! that unlocks one flattens [`UnlockArgs`] too (`mount`, `fsck`,
+//! `passwd`, `protector add|remove`), so the same secret options work
+//! everywhere and clap never answers one of them with "unexpected
+//! argument" (and its misleading "tip: use '-- --passfile'"). Secrets never
+//! travel on the command line: a file, a command's output, the terminal or
+//! stdin ([`secret`]).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::bail;
+use fscrypt_crypto::SecretBuf;
+use fscrypt_vault::{Secret, Vault};
+
+use crate::support::secret;
+
+/// `--config FILE`: where the vault's config (its policy and wrapped
+/// keys) is, when it is not in the cipher directory.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigArg {
+    /// The vault's config file (policy and wrapped keys), when it is kept
+    /// outside CIPHERDIR, as `fscrypt-rs init --config FILE` wrote it (so
+    /// that a synced CIPHERDIR never holds the wrapped key; gocryptfs
+    /// -config). Default: the fscrypt.vault.json in CIPHERDIR. Changes
+    /// (passwd, protector add/remove) rewrite this file, atomically.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// Opens the vault in `cipherdir` with its config from `--config`, or
+    /// from `cipherdir` ([`Vault::open_with`]).
+    ///
+    /// # Errors
+    /// As [`Vault::open_with`]: no config (one line naming `--config`), a
+    /// bad config, I/O errors.
+    pub fn open(&self, cipherdir: &Path) -> anyhow::Result<Vault> {
+        Ok(Vault::open_with(cipherdir, self.config.as_deref())?)
+    }
+
+    /// The `--config` path made absolute (against the current directory),
+    /// for a process that runs elsewhere (the mount daemon).
+    ///
+    /// # Errors
+    /// The current directory cannot be read.
+    pub fn absolute(&self) -> anyhow::Result<Option<PathBuf>> {
+        Ok(match &self.config {
+            Some(c) if c.is_relative() => Some(std::env::current_dir()?.join(c)),
+            other => other.clone(),
+        })
+    }
+}
+
+/// How to unlock a vault: the existing secret. At most one of
+/// `--key-file`, `--recovery-key` and a passphrase source (`--passfile`,
+/// `--extpass`); none: a passphrase from the terminal (no echo) or one
+/// line of stdin.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnlockArgs {
+    /// Unlock with this key file (32 or 64 raw bytes) instead of a
+    /// passphrase.
+    #[arg(
+        long,
+        value_name = "FILE",
+        alias = "unlock-key-file",
+        conflicts_with_all = ["passfile", "extpass", "recovery_key"]
+    )]
+    pub key_file: Option<PathBuf>,
+    /// Unlock with the recovery key shown at `init` (typed without echo,
+    /// or one line on stdin; case, spaces and dashes do not matter).
+    #[arg(
+        long,
+        alias = "unlock-recovery-key",
+        conflicts_with_all = ["passfile", "extpass"]
+    )]
+    pub recovery_key: bool,
+    /// Where the unlocking passphrase comes from (default: the terminal,
+    /// or one line from stdin when it is not a terminal).
+    #[command(flatten)]
+    pub pass: secret::PassSource,
+}
+
+impl UnlockArgs {
+    /// Unwraps `vault`'s master key with the secret these options name:
+    /// the key file, the recovery key (read from the terminal or stdin),
+    /// or the passphrase from `--passfile`, `--extpass`, the terminal
+    /// (asked with `prompt`) or stdin. Only the protector named `only` is
+    /// tried when given. A slow passphrase derivation is announced first.
+    /// Returns the raw master key (identifier checked) and the index of
+    /// the protector that opened it, or, for a wrong secret, its one-line
+    /// message printed and exit code [`secret::EXIT_WRONG_SECRET`].
+    ///
+    /// `otherwise` completes the message for a vault without a passphrase
+    /// protector when no secret option was given (e.g. "or mount it
+    /// --locked").
+    ///
+    /// # Errors
+    /// Unreadable key file or passphrase source, no passphrase protector
+    /// (when a passphrase is the secret), and the vault's errors other
+    /// than a wrong secret.
+    pub fn unwrap(
+        &self,
+        vault: &Vault,
+        only: Option<&str>,
+        prompt: &str,
+        otherwise: Option<&str>,
+    ) -> anyhow::Result<Result<(SecretBuf, usize), ExitCode>> {
+        let dir = vault.dir().display();
+        let result = if let Some(path) = &self.key_file {
+            let key = secret::read_key_file(path)?;
+            vault.unwrap_with(&Secret::KeyFile(&key), only)
+        } else if self.recovery_key {
+            let rk = match secret::read_recovery_key(&format!("Recovery key for {dir}: "))? {
+                Ok(rk) => rk,
+                Err(code) => return Ok(Err(code)),
+            };
+            vault.unwrap_with(&Secret::RecoveryKey(&rk), only)
+        } else {
+            if !vault.has_passphrase() {
+                bail!(
+                    "{dir} has no passphrase protector: unlock it with --key-file FILE or --recovery-key{}",
+                    otherwise.map(|o| format!(" ({o})")).unwrap_or_default()
+                );
+            }
+            let pass = self.pass.read(prompt, false)?;
+            secret::announce_passphrase_unlock(vault, only);
+            vault.unwrap_with(&Secret::Passphrase(&pass), only)
+        };
+        match result {
+            Ok(found) => Ok(Ok(found)),
+            Err(e) if e.is_wrong_secret() => Ok(Err(secret::wrong_secret(&e))),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
