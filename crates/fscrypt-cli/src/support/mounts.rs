@@ -192,13 +192,14 @@ pub fn check_vault_free(backing: &Path) -> anyhow::Result<()> {
         if live.is_empty() {
             bail!(
                 "the vault {} is already mounted (a fscrypt-rs daemon holds its lock, at a mount \
-                 point not visible here): unmount it first",
+                 point not visible here): unmount it first, or mount every one with -o sharedstorage",
                 backing.display()
             );
         }
         bail!(
             "the vault {} is already mounted at {}: unmount it there first (`fscrypt-rs unmount \
-             {}`); two mounts of one vault would show each other stale data",
+             {}`), or mount every one with -o sharedstorage (two plain mounts of one vault \
+             would show each other stale data)",
             backing.display(),
             live.join(", "),
             mounts
