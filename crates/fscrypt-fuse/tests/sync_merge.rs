@@ -195,6 +195,20 @@ fn conflict_copies_are_listed_decrypted_and_usable() {
     ]
     .into();
     assert_eq!(names(v.mnt.path()), expected);
+    // Without the key: the no-key names, each copy's with its marker, and
+    // each one found again by its listed name. The long name's copy is not
+    // listed: a long no-key name has 252 characters, no room for a marker.
+    v.remount(false);
+    let locked = names(v.mnt.path());
+    assert_eq!(locked.len(), expected.len() - 1, "{locked:?}");
+    for (m, copies) in [(SYNCTHING, 1), (NEXTCLOUD, 2), (DROPBOX, 1)] {
+        let n = locked.iter().filter(|n| n.ends_with(m)).count();
+        assert_eq!(n, copies, "{m}: {locked:?}");
+    }
+    for n in &locked {
+        fs::symlink_metadata(v.p(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+    }
+    v.remount(true);
     assert_eq!(fs::read(v.p("report.txt")).unwrap(), b"mine");
     for m in [SYNCTHING, NEXTCLOUD, DROPBOX] {
         assert_eq!(fs::read(v.p(&format!("report{m}.txt"))).unwrap(), b"theirs");
