@@ -1,7 +1,9 @@
 //! The measuring engine behind `fscrypt-rs bench` (feature `bench`): for every fscrypt
 //! algorithm and every registered implementation of it, single-thread
 //! throughput of data units, cost per filename, key setup cost and heap
-//! allocations per operation, plus the registry's selection verdict.
+//! allocations per operation, plus the registry's selection verdict; and
+//! the same for the vault MAC's implementations ([`measure_mac`]: one tag
+//! per data unit).
 //!
 //! This module only times calls into the libraries (`fscrypt_crypto`'s
 //! registry and primitives); it contains no cryptography. Method: a warm-up
