@@ -342,51 +342,49 @@ fn render(r: &Report) -> String {
     let head: Vec<String> = ["implementation", "prio", "props", "self-test", "selection"]
         .map(String::from)
         .to_vec();
+    // (algorithm, implementation, selected, priority, properties, self-test,
+    // selection or why skipped): ciphers then MACs, highest priority first.
+    type RegistryRow<'a> = (&'a str, &'a str, bool, u32, &'a str, &'a str, &'a str);
+    let entries = r
+        .implementations
+        .iter()
+        .map(|i| -> RegistryRow {
+            (
+                i.algorithm,
+                i.implementation,
+                i.selected,
+                i.priority,
+                &i.properties,
+                &i.self_test,
+                i.skipped.as_deref().unwrap_or(&i.verdict),
+            )
+        })
+        .chain(r.macs.iter().map(|m| -> RegistryRow {
+            (
+                m.algorithm,
+                m.implementation,
+                m.selected,
+                m.priority,
+                &m.properties,
+                &m.self_test,
+                m.skipped.as_deref().unwrap_or(&m.verdict),
+            )
+        }));
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut last_alg = "";
-    for i in &r.implementations {
-        if i.algorithm != last_alg {
-            rows.push(vec![
-                i.algorithm.to_owned(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ]);
-            last_alg = i.algorithm;
+    for (alg, name, selected, priority, props, self_test, status) in entries {
+        if alg != last_alg {
+            let mut head = vec![String::new(); 5];
+            head[0] = alg.to_owned();
+            rows.push(head);
+            last_alg = alg;
         }
         rows.push(vec![
-            format!(
-                "  {}{}",
-                i.implementation,
-                if i.selected { " *" } else { "" }
-            ),
-            i.priority.to_string(),
-            i.properties.clone(),
-            i.self_test.clone(),
-            i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
-        ]);
-    }
-    for (i, m) in r.macs.iter().enumerate() {
-        if i == 0 {
-            rows.push(vec![
-                m.algorithm.to_owned(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ]);
-        }
-        rows.push(vec![
-            format!(
-                "  {}{}",
-                m.implementation,
-                if m.selected { " *" } else { "" }
-            ),
-            m.priority.to_string(),
-            m.properties.clone(),
-            m.self_test.clone(),
-            m.skipped.clone().unwrap_or_else(|| m.verdict.clone()),
+            format!("  {name}{}", if selected { " *" } else { "" }),
+            priority.to_string(),
+            props.to_owned(),
+            self_test.to_owned(),
+            status.to_owned(),
         ]);
     }
     s.push_str(&table(&head, &rows));
