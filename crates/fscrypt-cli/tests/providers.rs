@@ -1,5 +1,6 @@
-//! `fscrypt-rs providers`: every algorithm shows a selected, self-tested CPU
-//! implementation, in both the table and the JSON output.
+//! `fscrypt-rs providers`: every algorithm, and the vault MAC, shows a
+//! selected, self-tested CPU implementation, in both the table and the JSON
+//! output.
 
 use std::process::Command;
 
@@ -43,6 +44,31 @@ fn providers_json_has_a_selected_implementation_per_algorithm() {
         v["refused_properties"],
         serde_json::json!(["asynchronous", "allocates_per_request", "offload"])
     );
+    // The vault MAC, from the same registry.
+    let macs = v["macs"].as_array().expect("macs array");
+    assert_eq!(macs.len(), 1);
+    let m = &macs[0];
+    assert_eq!(m["algorithm"], "POLYVAL-AES-256-MAC");
+    assert_eq!(m["key_size"], 48);
+    assert_eq!(m["selected"], "polyval-aes-256-mac-rustcrypto");
+    let imps = m["implementations"]
+        .as_array()
+        .expect("MAC implementations");
+    assert_eq!(
+        imps.len(),
+        fscrypt_crypto::registry::default_registry()
+            .mac_report()
+            .len()
+    );
+    let sel = imps
+        .iter()
+        .find(|i| i["name"] == "polyval-aes-256-mac-rustcrypto")
+        .expect("built-in MAC listed");
+    assert_eq!(sel["priority"], 500);
+    assert_eq!(sel["self_test"]["passed"], true);
+    assert_eq!(sel["self_test"]["vectors"], 3);
+    assert_eq!(sel["verdict"]["state"], "selected");
+    assert_eq!(sel["properties"].as_array().unwrap().len(), 0);
 }
 
 #[test]
@@ -54,9 +80,31 @@ fn providers_table_lists_every_algorithm() {
     }
     assert!(stdout.contains("xts-aes-256-awslc"));
     assert!(stdout.contains("lower priority than"));
+    // One selected row per algorithm and one for the vault MAC.
     assert_eq!(
         stdout.matches("  selected").count(),
-        fscrypt_crypto::Algorithm::ALL.len(),
+        fscrypt_crypto::Algorithm::ALL.len() + 1,
         "{stdout}"
+    );
+    let mac = stdout
+        .lines()
+        .find(|l| l.starts_with("POLYVAL-AES-256-MAC "))
+        .unwrap_or_else(|| panic!("no MAC row in:\n{stdout}"));
+    let cells: Vec<&str> = mac
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            "POLYVAL-AES-256-MAC",
+            "polyval-aes-256-mac-rustcrypto",
+            "500",
+            "-",
+            "passed (3 vectors)",
+            "selected"
+        ],
+        "{mac}"
     );
 }

@@ -1,7 +1,9 @@
 //! The measuring engine behind `fscrypt-rs bench` (feature `bench`): for every fscrypt
 //! algorithm and every registered implementation of it, single-thread
 //! throughput of data units, cost per filename, key setup cost and heap
-//! allocations per operation, plus the registry's selection verdict.
+//! allocations per operation, plus the registry's selection verdict; and
+//! the same for the vault MAC's implementations ([`measure_mac`]: one tag
+//! per data unit).
 //!
 //! This module only times calls into the libraries (`fscrypt_crypto`'s
 //! registry and primitives); it contains no cryptography. Method: a warm-up
@@ -16,7 +18,8 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crate::registry::{self, Implementation, Registry, Verdict};
+use crate::mac::{MAC_ALGORITHM_NAME, MAC_KEY_SIZE, MacKey};
+use crate::registry::{self, Implementation, MacImplementation, Registry, Verdict};
 use crate::{Algorithm, CipherKey, HkdfSha512};
 use serde::Serialize;
 
@@ -404,6 +407,115 @@ pub fn plan(reg: &Registry) -> Vec<(Implementation, Verdict, String)> {
         .collect()
 }
 
+/// Associated data per vault MAC tag, bytes: the two 16-byte domain blocks
+/// (kind, state, index; the object's nonce) of `docs/design/vault-format-3.md`.
+pub const MAC_AAD_BYTES: usize = 32;
+
+/// Everything measured for one MAC implementation.
+#[derive(Debug, Clone, Serialize)]
+pub struct MacResult {
+    /// Algorithm display name ([`MAC_ALGORITHM_NAME`]).
+    pub algorithm: &'static str,
+    /// Implementation name (`polyval-aes-256-mac-rustcrypto`).
+    pub implementation: &'static str,
+    /// Registry priority.
+    pub priority: u32,
+    /// Refusable properties (`-` for none).
+    pub properties: String,
+    /// Self-test result.
+    pub self_test: String,
+    /// `true` for the implementation selection picks.
+    pub selected: bool,
+    /// Why it is (not) picked, as [`ImplementationResult::verdict`].
+    pub verdict: String,
+    /// One tag over a data-unit-sized message plus [`MAC_AAD_BYTES`] of
+    /// associated data; `bytes` (and so MB/s) counts the message only.
+    pub tag: Option<OpResult>,
+    /// Key schedule alone (the implementation's key constructor, a
+    /// [`MAC_KEY_SIZE`]-byte key).
+    pub key_schedule: Option<OpResult>,
+    /// Why nothing was measured, if so.
+    pub skipped: Option<String>,
+}
+
+/// The MAC rows to measure: every MAC implementation with its verdict and
+/// self-test text, highest priority first (the registry's `mac_report`).
+pub fn mac_plan(reg: &Registry) -> Vec<(MacImplementation, Verdict, String)> {
+    reg.mac_report()
+        .into_iter()
+        .map(|row| (row.implementation, row.verdict, row.self_test.to_string()))
+        .collect()
+}
+
+/// The number of measurement steps [`measure_mac`] performs (for progress
+/// bars).
+pub fn mac_steps() -> u64 {
+    2
+}
+
+/// Measures one MAC implementation: its key schedule, then tags of
+/// `opts.data_unit_size`-byte messages with [`MAC_AAD_BYTES`] of associated
+/// data (the index in it changes per call, as per data unit in a vault).
+/// `step` is called after each measurement. Like
+/// [`measure_implementation`], an implementation that failed its self-test
+/// is not measured.
+pub fn measure_mac(
+    opts: &Options,
+    imp: &MacImplementation,
+    verdict: &Verdict,
+    self_test: String,
+    mut step: impl FnMut(&str),
+) -> MacResult {
+    let mut r = MacResult {
+        algorithm: MAC_ALGORITHM_NAME,
+        implementation: imp.name,
+        priority: imp.priority,
+        properties: imp.properties.to_string(),
+        self_test,
+        selected: matches!(verdict, Verdict::Selected),
+        verdict: verdict.to_string(),
+        tag: None,
+        key_schedule: None,
+        skipped: None,
+    };
+    if matches!(verdict, Verdict::SelfTestFailed) {
+        r.skipped = Some("failed its self-test: output is wrong, not measured".into());
+        step("skipped");
+        return r;
+    }
+    if let Err(e) = measure_mac_into(opts, imp, &mut r, &mut step) {
+        r.skipped = Some(format!("measurement failed: {e}"));
+    }
+    r
+}
+
+fn measure_mac_into(
+    opts: &Options,
+    imp: &MacImplementation,
+    r: &mut MacResult,
+    step: &mut impl FnMut(&str),
+) -> Result<(), crate::Error> {
+    let key_bytes = bench_key(MAC_KEY_SIZE);
+    let new_key = imp.new_key;
+    r.key_schedule = Some(op(opts, MAC_KEY_SIZE, || {
+        black_box(new_key(black_box(&key_bytes))?);
+        Ok(())
+    })?);
+    step("key setup");
+    let key: crate::SecretBox<dyn MacKey> = new_key(&key_bytes)?;
+    let msg: Vec<u8> = (0..opts.data_unit_size).map(|i| i as u8).collect();
+    let mut aad = [0x5au8; MAC_AAD_BYTES];
+    let mut index: u64 = 0;
+    r.tag = Some(op(opts, opts.data_unit_size, || {
+        index = index.wrapping_add(1);
+        aad[8..16].copy_from_slice(&index.to_le_bytes());
+        black_box(key.tag_with_nonce(&[0; 12], black_box(&aad), black_box(&msg)));
+        Ok(())
+    })?);
+    step("tag");
+    Ok(())
+}
+
 /// The default registry (the one `PreparedKey::new` selects from).
 pub fn default_registry() -> &'static Registry {
     registry::default_registry()
@@ -452,6 +564,38 @@ mod tests {
         assert!(n >= r.calls_per_run * opts.runs as u64);
         let t = r.mb_per_s(4096);
         assert!(t.min <= t.median && t.median <= t.max);
+    }
+
+    #[test]
+    fn every_registered_mac_is_measured_over_a_data_unit() {
+        let opts = Options::quick(4096, no_counter);
+        let plan = mac_plan(default_registry());
+        assert!(!plan.is_empty(), "the built-in MAC is registered");
+        for (imp, verdict, st) in &plan {
+            let mut steps = 0;
+            let r = measure_mac(&opts, imp, verdict, st.clone(), |_| steps += 1);
+            assert_eq!(steps, mac_steps(), "{}", imp.name);
+            assert_eq!(r.skipped, None, "{}", imp.name);
+            let tag = r.tag.expect("tag measured");
+            assert_eq!(tag.bytes, 4096);
+            assert!(tag.ns.median > 0.0 && tag.mb_per_s.median > 0.0);
+            assert!(r.key_schedule.is_some());
+        }
+        assert_eq!(plan.iter().filter(|p| p.1 == Verdict::Selected).count(), 1);
+    }
+
+    #[test]
+    fn a_mac_that_failed_its_self_test_is_not_measured() {
+        let (imp, _, _) = mac_plan(default_registry()).remove(0);
+        let r = measure_mac(
+            &Options::quick(4096, no_counter),
+            &imp,
+            &Verdict::SelfTestFailed,
+            "FAILED".into(),
+            |_| {},
+        );
+        assert!(r.tag.is_none() && r.key_schedule.is_none());
+        assert!(r.skipped.is_some());
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub const MAC_KEY_SIZE: usize = 48;
 /// Tag size, bytes.
 pub const MAC_TAG_SIZE: usize = 16;
 
+/// Display name of the MAC algorithm, as error messages, `fscrypt-rs
+/// providers` and `fscrypt-rs bench` show it.
+pub const MAC_ALGORITHM_NAME: &str = "POLYVAL-AES-256-MAC";
+
 /// A keyed POLYVAL-then-AES-256 MAC (module docs). Cloning-free and
 /// allocation-free per tag; the POLYVAL key and the AES key schedule are
 /// zeroized on drop (RustCrypto's `zeroize` features).
@@ -179,7 +183,7 @@ fn bit_len(data: &[u8]) -> u64 {
 
 fn bad_length(actual: usize) -> Error {
     Error::InvalidKeyLength {
-        algorithm: "POLYVAL-AES-256-MAC",
+        algorithm: MAC_ALGORITHM_NAME,
         expected: MAC_KEY_SIZE,
         actual,
     }

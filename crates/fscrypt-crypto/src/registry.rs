@@ -631,7 +631,7 @@ impl Registry {
     pub fn prepare_mac(&self, key: &[u8]) -> Result<PreparedMac, Error> {
         if key.len() != MAC_KEY_SIZE {
             return Err(Error::InvalidKeyLength {
-                algorithm: "POLYVAL-AES-256-MAC",
+                algorithm: crate::mac::MAC_ALGORITHM_NAME,
                 expected: MAC_KEY_SIZE,
                 actual: key.len(),
             });

@@ -2,7 +2,9 @@
 //! policy, measured on this machine for every registered implementation.
 //!
 //! Measurement lives in `fscrypt_crypto::bench`; this module picks the options,
-//! drives a progress bar on stderr and prints a table or JSON.
+//! drives a progress bar on stderr and prints a table or JSON. The vault MAC
+//! (POLYVAL-AES-256-MAC) is measured like the ciphers and set beside the
+//! selected AES-256-XTS: what a tag adds per data unit.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -13,7 +15,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
 
-use fscrypt_crypto::bench::{self, AllocCounter, ImplementationResult, OpResult, Options};
+use fscrypt_crypto::bench::{
+    self, AllocCounter, ImplementationResult, MacResult, OpResult, Options,
+};
+use fscrypt_crypto::mac::MAC_ALGORITHM_NAME;
 
 /// Arguments of `fscrypt-rs bench`.
 #[derive(clap::Args, Debug)]
@@ -33,8 +38,8 @@ pub struct Args {
     /// Skip the `openssl speed` reference row.
     #[arg(long)]
     pub no_openssl: bool,
-    /// Measure only this algorithm (e.g. AES-256-XTS; case-insensitive);
-    /// repeatable. Default: all.
+    /// Measure only this algorithm (e.g. AES-256-XTS, or POLYVAL-AES-256-MAC
+    /// for the vault MAC; case-insensitive); repeatable. Default: all.
     #[arg(long, value_name = "ALGORITHM")]
     pub only: Vec<String>,
 }
@@ -49,6 +54,8 @@ struct Report {
     allocation_counting: bool,
     hkdf_per_file_key: Option<OpResult>,
     implementations: Vec<ImplementationResult>,
+    macs: Vec<MacResult>,
+    mac_vs_xts: Option<MacCost>,
     raw_awslc_xts_encrypt: Option<OpResult>,
     openssl: Option<OpensslReference>,
 }
@@ -102,16 +109,18 @@ pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode
     }
     let reg = bench::default_registry();
     let mut plan = bench::plan(reg);
+    let mut mac_plan = bench::mac_plan(reg);
     if !args.only.is_empty() {
-        plan.retain(|(imp, _, _)| {
-            args.only
-                .iter()
-                .any(|o| o.eq_ignore_ascii_case(imp.algorithm.name()))
-        });
-        if plan.is_empty() {
+        let wanted = |name: &str| args.only.iter().any(|o| o.eq_ignore_ascii_case(name));
+        plan.retain(|(imp, _, _)| wanted(imp.algorithm.name()));
+        if !wanted(MAC_ALGORITHM_NAME) {
+            mac_plan.clear();
+        }
+        if plan.is_empty() && mac_plan.is_empty() {
             let names: Vec<&str> = fscrypt_crypto::Algorithm::ALL
                 .iter()
                 .map(|a| a.name())
+                .chain([MAC_ALGORITHM_NAME])
                 .collect();
             bail!("--only matches no algorithm; known: {}", names.join(", "));
         }
@@ -120,6 +129,7 @@ pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode
         .iter()
         .map(|(imp, _, _)| bench::steps(&opts, imp.algorithm))
         .sum::<u64>()
+        + mac_plan.len() as u64 * bench::mac_steps()
         + 2;
     let pb = ProgressBar::new(total);
     pb.set_style(
@@ -144,6 +154,21 @@ pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode
             });
         rows.push(r);
     }
+    let mut macs = Vec::with_capacity(mac_plan.len());
+    for (imp, verdict, self_test) in &mac_plan {
+        pb.set_prefix(format!("{MAC_ALGORITHM_NAME} {}", imp.name));
+        macs.push(bench::measure_mac(
+            &opts,
+            imp,
+            verdict,
+            self_test.clone(),
+            |m| {
+                pb.set_message(m.to_owned());
+                pb.inc(1);
+            },
+        ));
+    }
+    let mac_vs_xts = mac_cost(&macs, &rows);
     pb.set_prefix("raw aws-lc EVP_aes_256_xts");
     let raw = bench::measure_raw_awslc_xts(&opts).ok();
     pb.inc(1);
@@ -165,6 +190,8 @@ pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode
         allocation_counting: counter().is_some(),
         hkdf_per_file_key: hkdf,
         implementations: rows,
+        macs,
+        mac_vs_xts,
         raw_awslc_xts_encrypt: raw,
         openssl,
     };
@@ -176,6 +203,13 @@ pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode
                 .iter()
                 .filter(|r| r.selected)
                 .map(|r| (r.algorithm, r.implementation))
+                .chain(
+                    report
+                        .macs
+                        .iter()
+                        .filter(|m| m.selected)
+                        .map(|m| (m.algorithm, m.implementation))
+                )
                 .collect::<std::collections::BTreeMap<_, _>>()
         );
         let mut s = serde_json::to_string_pretty(&v).context("serializing the report")?;
@@ -190,6 +224,55 @@ pub fn run(args: Args, counter: Option<AllocCounter>) -> anyhow::Result<ExitCode
 
 fn no_counter() -> Option<u64> {
     None
+}
+
+/// The selected MAC's tag set beside the selected AES-256-XTS encryption of
+/// one data unit of the same size: what authenticating a unit adds.
+#[derive(Debug, Clone, Serialize)]
+struct MacCost {
+    /// Bytes per data unit (the MAC's message and the XTS unit).
+    data_unit_size: usize,
+    /// The selected MAC implementation.
+    mac_implementation: &'static str,
+    /// ns per tag (median).
+    mac_ns: f64,
+    /// The selected AES-256-XTS implementation.
+    xts_implementation: &'static str,
+    /// ns per data-unit encryption (median).
+    xts_encrypt_ns: f64,
+    /// `mac_ns / xts_encrypt_ns`: 0.5 means a tag costs half an encryption.
+    ratio: f64,
+}
+
+/// [`MacCost`] from the measured rows; `None` when the selected MAC or the
+/// selected AES-256-XTS was not measured (`--only`, skipped, or none selected).
+fn mac_cost(macs: &[MacResult], ciphers: &[ImplementationResult]) -> Option<MacCost> {
+    let mac = macs.iter().find(|m| m.selected)?;
+    let tag = mac.tag.as_ref()?;
+    let xts = ciphers
+        .iter()
+        .find(|i| i.selected && i.algorithm == fscrypt_crypto::Algorithm::Aes256Xts.name())?;
+    let enc = xts.encrypt.as_ref()?;
+    if enc.ns.median <= 0.0 || enc.bytes != tag.bytes {
+        return None;
+    }
+    Some(MacCost {
+        data_unit_size: tag.bytes,
+        mac_implementation: mac.implementation,
+        mac_ns: tag.ns.median,
+        xts_implementation: xts.implementation,
+        xts_encrypt_ns: enc.ns.median,
+        ratio: tag.ns.median / enc.ns.median,
+    })
+}
+
+/// `4 KiB` for 4096, `512 B` for 512: a data unit size for prose.
+fn unit_size(bytes: usize) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
 }
 
 fn mbps(o: &Option<OpResult>) -> String {
@@ -259,29 +342,49 @@ fn render(r: &Report) -> String {
     let head: Vec<String> = ["implementation", "prio", "props", "self-test", "selection"]
         .map(String::from)
         .to_vec();
+    // (algorithm, implementation, selected, priority, properties, self-test,
+    // selection or why skipped): ciphers then MACs, highest priority first.
+    type RegistryRow<'a> = (&'a str, &'a str, bool, u32, &'a str, &'a str, &'a str);
+    let entries = r
+        .implementations
+        .iter()
+        .map(|i| -> RegistryRow {
+            (
+                i.algorithm,
+                i.implementation,
+                i.selected,
+                i.priority,
+                &i.properties,
+                &i.self_test,
+                i.skipped.as_deref().unwrap_or(&i.verdict),
+            )
+        })
+        .chain(r.macs.iter().map(|m| -> RegistryRow {
+            (
+                m.algorithm,
+                m.implementation,
+                m.selected,
+                m.priority,
+                &m.properties,
+                &m.self_test,
+                m.skipped.as_deref().unwrap_or(&m.verdict),
+            )
+        }));
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut last_alg = "";
-    for i in &r.implementations {
-        if i.algorithm != last_alg {
-            rows.push(vec![
-                i.algorithm.to_owned(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ]);
-            last_alg = i.algorithm;
+    for (alg, name, selected, priority, props, self_test, status) in entries {
+        if alg != last_alg {
+            let mut head = vec![String::new(); 5];
+            head[0] = alg.to_owned();
+            rows.push(head);
+            last_alg = alg;
         }
         rows.push(vec![
-            format!(
-                "  {}{}",
-                i.implementation,
-                if i.selected { " *" } else { "" }
-            ),
-            i.priority.to_string(),
-            i.properties.clone(),
-            i.self_test.clone(),
-            i.skipped.clone().unwrap_or_else(|| i.verdict.clone()),
+            format!("  {name}{}", if selected { " *" } else { "" }),
+            priority.to_string(),
+            props.to_owned(),
+            self_test.to_owned(),
+            status.to_owned(),
         ]);
     }
     s.push_str(&table(&head, &rows));
@@ -372,6 +475,56 @@ fn render(r: &Report) -> String {
         })
         .collect();
     s.push_str(&table(&head, &rows));
+
+    if !r.macs.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nVault MAC {MAC_ALGORITHM_NAME} (one tag per data unit, + {} B domain):",
+            bench::MAC_AAD_BYTES
+        );
+        let head: Vec<String> = ["implementation", "tag MB/s", "allocs/op", "setup ns/allocs"]
+            .map(String::from)
+            .to_vec();
+        let rows: Vec<Vec<String>> = r
+            .macs
+            .iter()
+            .filter(|m| m.skipped.is_none())
+            .map(|m| {
+                vec![
+                    format!("{}{}", m.implementation, if m.selected { " *" } else { "" }),
+                    mbps(&m.tag),
+                    allocs(m.tag.as_ref().and_then(|t| t.allocs_per_call)),
+                    match &m.key_schedule {
+                        Some(k) => format!("{:.0} / {}", k.ns.median, allocs(k.allocs_per_call)),
+                        None => "-".into(),
+                    },
+                ]
+            })
+            .collect();
+        s.push_str(&table(&head, &rows));
+        match &r.mac_vs_xts {
+            Some(c) => {
+                let _ = writeln!(
+                    s,
+                    "MAC cost per {} unit relative to AES-256-XTS: {:.2}\n  \
+                     ({} {:.0} ns per tag; {} {:.0} ns per encryption)",
+                    unit_size(c.data_unit_size),
+                    c.ratio,
+                    c.mac_implementation,
+                    c.mac_ns,
+                    c.xts_implementation,
+                    c.xts_encrypt_ns
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "MAC cost relative to AES-256-XTS: not measured (it needs the selected MAC \
+                     and the selected AES-256-XTS; see --only)"
+                );
+            }
+        }
+    }
 
     let _ = writeln!(s, "\nReferences:");
     if let Some(h) = &r.hkdf_per_file_key {
@@ -516,6 +669,149 @@ pub fn openssl_reference(data_unit_size: usize, seconds: u32) -> Option<OpensslR
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use fscrypt_crypto::bench::{NsPerCall, Throughput};
+
+    fn op(bytes: usize, ns: f64) -> OpResult {
+        let t = bytes as f64 * 1e3 / ns;
+        OpResult {
+            bytes,
+            ns: NsPerCall {
+                median: ns,
+                min: ns,
+                max: ns,
+                calls_per_run: 1,
+                runs: vec![ns],
+            },
+            mb_per_s: Throughput {
+                median: t,
+                min: t,
+                max: t,
+            },
+            allocs_per_call: Some(0.0),
+        }
+    }
+
+    fn xts(name: &'static str, selected: bool, ns: f64) -> ImplementationResult {
+        ImplementationResult {
+            algorithm: "AES-256-XTS",
+            kernel_name: "xts(aes)",
+            implementation: name,
+            priority: 1,
+            used_for_contents: true,
+            used_for_filenames: false,
+            properties: "-".into(),
+            self_test: "passed (2 vectors)".into(),
+            selected,
+            verdict: if selected {
+                "selected"
+            } else {
+                "lower priority than x"
+            }
+            .into(),
+            encrypt: Some(op(4096, ns)),
+            decrypt: Some(op(4096, ns)),
+            names: Vec::new(),
+            key_schedule: None,
+            per_file_key_setup_ns: None,
+            skipped: None,
+        }
+    }
+
+    fn mac(name: &'static str, selected: bool, ns: f64) -> MacResult {
+        MacResult {
+            algorithm: MAC_ALGORITHM_NAME,
+            implementation: name,
+            priority: 1,
+            properties: "-".into(),
+            self_test: "passed (3 vectors)".into(),
+            selected,
+            verdict: if selected {
+                "selected"
+            } else {
+                "lower priority than m"
+            }
+            .into(),
+            tag: Some(op(4096, ns)),
+            key_schedule: Some(op(48, 100.0)),
+            skipped: None,
+        }
+    }
+
+    fn report(macs: Vec<MacResult>, implementations: Vec<ImplementationResult>) -> Report {
+        Report {
+            data_unit_size: 4096,
+            runs: 1,
+            warmup_ms: 1,
+            run_ms: 1,
+            threads: 1,
+            allocation_counting: true,
+            hkdf_per_file_key: None,
+            mac_vs_xts: mac_cost(&macs, &implementations),
+            implementations,
+            macs,
+            raw_awslc_xts_encrypt: None,
+            openssl: None,
+        }
+    }
+
+    #[test]
+    fn mac_cost_compares_the_selected_mac_with_the_selected_xts() {
+        let c = mac_cost(
+            &[mac("slow-mac", false, 9000.0), mac("m", true, 600.0)],
+            &[xts("slow-xts", false, 3000.0), xts("x", true, 400.0)],
+        )
+        .expect("both measured");
+        assert_eq!((c.mac_implementation, c.xts_implementation), ("m", "x"));
+        assert!((c.ratio - 1.5).abs() < 1e-12);
+        assert_eq!(c.data_unit_size, 4096);
+        // Without the selected XTS (--only), or without a MAC: no figure.
+        assert!(mac_cost(&[mac("m", true, 600.0)], &[xts("x", false, 400.0)]).is_none());
+        assert!(mac_cost(&[], &[xts("x", true, 400.0)]).is_none());
+        let mut skipped = mac("m", true, 600.0);
+        skipped.tag = None;
+        assert!(mac_cost(&[skipped], &[xts("x", true, 400.0)]).is_none());
+    }
+
+    #[test]
+    fn the_text_shows_the_mac_rows_and_its_cost_per_unit() {
+        let text = render(&report(
+            vec![mac("m-fast", true, 600.0), mac("m-slow", false, 1200.0)],
+            vec![xts("x", true, 400.0)],
+        ));
+        assert!(text.contains("\nPOLYVAL-AES-256-MAC\n  m-fast *"), "{text}");
+        assert!(text.contains("\n  m-slow    "), "{text}");
+        assert!(
+            text.contains("MAC cost per 4 KiB unit relative to AES-256-XTS: 1.50\n  (m-fast 600 ns per tag; x 400 ns per encryption)"),
+            "{text}"
+        );
+        // 4096 B in 600 ns = 6827 MB/s.
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("m-fast *"))
+            .unwrap_or_else(|| panic!("no tag row in:\n{text}"));
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(cells, ["m-fast *", "6827 (6827..6827)", "0", "100 / 0"]);
+        let text = render(&report(vec![mac("m", true, 600.0)], Vec::new()));
+        assert!(
+            text.contains("MAC cost relative to AES-256-XTS: not measured"),
+            "{text}"
+        );
+        let text = render(&report(Vec::new(), vec![xts("x", true, 400.0)]));
+        assert!(!text.contains("MAC"), "{text}");
+    }
+
+    #[test]
+    fn unit_sizes_read_naturally() {
+        assert_eq!(unit_size(4096), "4 KiB");
+        assert_eq!(unit_size(65536), "64 KiB");
+        assert_eq!(unit_size(512), "512 B");
+        assert_eq!(unit_size(1040), "1040 B");
+    }
 
     #[test]
     fn openssl_speed_output_parses() {
