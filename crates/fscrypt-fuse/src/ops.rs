@@ -264,7 +264,11 @@ impl<B: Backend> Ops<B> {
     /// OPEN with the open(2) `flags`: the handle and the FOPEN_* flags.
     pub(crate) fn open(&self, i: InodeNo, flags: i32) -> Reply<(FileHandle, FopenFlags)> {
         self.stats.count(Op::Open);
-        self.map("open", Id::Ino(i), self.fs.open(i, flags))
+        let r = self.map("open", Id::Ino(i), self.fs.open(i, flags));
+        if r.is_ok() {
+            self.stats.handle_opened();
+        }
+        r
     }
 
     /// READ: the plaintext is left in `buf[range]`.
@@ -305,6 +309,7 @@ impl<B: Backend> Ops<B> {
     /// RELEASE.
     pub(crate) fn release(&self, h: FileHandle) -> Reply<()> {
         self.stats.count(Op::Release);
+        self.stats.handle_released();
         self.map("release", Id::Fh(h), self.fs.release(h))
     }
 
@@ -317,7 +322,11 @@ impl<B: Backend> Ops<B> {
     /// OPENDIR: the handle and the FOPEN_* flags.
     pub(crate) fn opendir(&self, i: InodeNo) -> Reply<(FileHandle, FopenFlags)> {
         self.stats.count(Op::Opendir);
-        self.map("opendir", Id::Ino(i), self.fs.opendir(i))
+        let r = self.map("opendir", Id::Ino(i), self.fs.opendir(i));
+        if r.is_ok() {
+            self.stats.handle_opened();
+        }
+        r
     }
 
     /// READDIR: `add(ino, next offset, type, name)` returns true when the
@@ -350,6 +359,7 @@ impl<B: Backend> Ops<B> {
     /// RELEASEDIR.
     pub(crate) fn releasedir(&self, h: FileHandle) -> Reply<()> {
         self.stats.count(Op::Releasedir);
+        self.stats.handle_released();
         self.map("releasedir", Id::Fh(h), self.fs.releasedir(h))
     }
 
@@ -412,7 +422,11 @@ impl<B: Backend> Ops<B> {
     ) -> Reply<(FileAttr, FileHandle, FopenFlags)> {
         self.stats.count(Op::Create);
         let r = self.fs.create(parent, name, mode, flags, caller);
-        self.map("create", Id::Ino(parent), r)
+        let r = self.map("create", Id::Ino(parent), r);
+        if r.is_ok() {
+            self.stats.handle_opened();
+        }
+        r
     }
 
     /// FALLOCATE with the fallocate(2) `mode`.

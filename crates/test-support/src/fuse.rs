@@ -63,6 +63,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         dev: true,
         fs_name: "fscrypt-test".into(),
         io_uring: true,
+        idle: None,
     }
 }
 

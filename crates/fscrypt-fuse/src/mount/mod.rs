@@ -11,6 +11,7 @@
 //! | this file | the vault: [`MountConfig`], its lock, [`BackgroundMount`] |
 
 mod fusermount;
+mod idle;
 mod mountpoint;
 mod readahead;
 pub(crate) mod session;
@@ -64,6 +65,12 @@ pub struct MountConfig {
     /// request wakes a thread on its caller's CPU. Without the kernel's
     /// offer the mount serves `/dev/fuse` as always.
     pub io_uring: bool,
+    /// Unmount once the mount served no FUSE request for this long and
+    /// holds no open file or directory (`-o idle`, gocryptfs `-idle`), as
+    /// [`unmount`] would; a busy refusal waits for another idle period.
+    /// [`mount`] and [`mount_on`] only (not [`mount_background`]); `None`:
+    /// never.
+    pub idle: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for MountConfig {
@@ -82,6 +89,7 @@ impl std::fmt::Debug for MountConfig {
             .field("noexec", &self.noexec)
             .field("fs_name", &self.fs_name)
             .field("io_uring", &self.io_uring)
+            .field("idle", &self.idle)
             .finish()
     }
 }
@@ -158,8 +166,9 @@ pub fn mount_on(mut config: MountConfig, mountpoint: &MountPoint) -> Result<()> 
             config.backing_dir.display()
         ))
     })?;
+    let idle = config.idle;
     let (engine, _lock) = prepare(config, mountpoint)?;
-    session::serve(engine, mountpoint)
+    session::serve(engine, mountpoint, idle)
 }
 
 /// How long [`BackgroundMount::unmount`] waits for a busy mount.
