@@ -1,5 +1,6 @@
 //! Mount options of `fscrypt-rs mount` seen on a real mount: `idle`
-//! (the mount unmounts itself once unused; an open file keeps it).
+//! (the mount unmounts itself once unused; an open file keeps it), and
+//! `ro` chosen for a backing directory that cannot be written.
 //!
 //! The tests need root and /dev/fuse; without them they print a loud
 //! reason and return. Every mount is undone by a guard.
@@ -112,4 +113,84 @@ fn an_idle_mount_unmounts_itself_unless_a_file_is_open() {
     drop(held);
     let took = unmounted_within_15s(&mnt).expect("still mounted 15 s after the file was closed");
     assert!(took >= Duration::from_millis(1500), "{took:?}");
+}
+
+/// The per-mount options (field 6 of /proc/self/mountinfo) of the mount at
+/// `path`.
+fn mount_options(path: &Path) -> Option<Vec<String>> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = path.to_str().unwrap();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4) == Some(want))
+        .last()
+        .and_then(|l| l.split(' ').nth(5))
+        .map(|o| o.split(',').map(str::to_owned).collect())
+}
+
+#[test]
+fn a_read_only_backing_directory_mounts_read_only_and_says_so() {
+    if !can_mount("a_read_only_backing_directory_mounts_read_only_and_says_so") {
+        return;
+    }
+    let t = TempDir::new("robacking");
+    let (cipher, key) = vault(&t);
+    let mnt = t.sub("plain");
+    // A file in the vault, written through an ordinary mount.
+    let out = test_support::cli::run(
+        Path::new(BIN),
+        args!["mount", cipher, mnt, "--key-file", key],
+        b"",
+    );
+    assert!(out.status.success(), "mount: {}", text(&out.stderr));
+    std::fs::write(mnt.join("f"), b"data").unwrap();
+    test_support::mount::unmount_with(Path::new(BIN), &mnt);
+
+    // The same backing directory through a read-only bind mount (undone
+    // last: declared before the mount's guard).
+    let ro = t.sub("cipher-ro");
+    let sh = |a: &[&std::ffi::OsStr]| {
+        let out = Command::new("mount").args(a).output().unwrap();
+        assert!(out.status.success(), "mount {a:?}: {}", text(&out.stderr));
+    };
+    sh(args!["--bind", cipher, ro]);
+    let _bind = test_support::BindGuard(ro.clone());
+    sh(args!["-o", "remount,bind,ro", ro]);
+    let guard = test_support::MountGuard::new(BIN, &mnt);
+    let out = test_support::cli::run(
+        Path::new(BIN),
+        args!["mount", ro, mnt, "--key-file", key],
+        b"",
+    );
+    let err = text(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mount over a read-only backing dir: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "not one line: {err:?}");
+    assert!(
+        err.contains("backing directory is read-only: mounting read-only"),
+        "{err:?}"
+    );
+    let opts = mount_options(&mnt).expect("mounted");
+    assert!(opts.iter().any(|o| o == "ro"), "mount options {opts:?}");
+    assert!(!opts.iter().any(|o| o == "rw"), "mount options {opts:?}");
+    let e = std::fs::write(mnt.join("new"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    let e = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("f"))
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"data");
+    guard.unmount();
+
+    // Asked for ro: no warning.
+    let out = test_support::cli::run(
+        Path::new(BIN),
+        args!["mount", ro, mnt, "--key-file", key, "-o", "ro"],
+        b"",
+    );
+    assert!(out.status.success(), "mount -o ro: {}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "a warning for an ro mount");
+    guard.unmount();
 }

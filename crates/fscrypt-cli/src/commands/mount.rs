@@ -77,7 +77,8 @@ pub struct Args {
     /// until the vault is unmounted); `-o nonempty` in fstab.
     #[arg(long)]
     pub nonempty: bool,
-    /// Mount options, comma-separated: ro or rw, allow_other, suid and dev
+    /// Mount options, comma-separated: ro or rw (a backing directory that
+    /// cannot be written is mounted ro, with a warning), allow_other, suid and dev
     /// (root only; the default is nosuid,nodev; the last of suid/nosuid
     /// and of dev/nodev wins), noexec (or exec, the default), nonempty, io_uring or noio_uring (serve
     /// through FUSE over io_uring where the kernel offers it, or not; the
@@ -583,7 +584,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let opts = MountOptions::of(&args)?;
+    let mut opts = MountOptions::of(&args)?;
     if opts.remount {
         bail!(
             "remount is for the mount(8) helper (mount -o remount,ro MOUNTPOINT); `fscrypt-rs \
@@ -602,6 +603,15 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         args.nonempty || opts.nonempty,
     )?;
     crate::support::mounts::check_vault_free(&backing)?;
+    // A writable mount over what cannot be written would show `rw` and
+    // fail every write in the daemon: the kernel refuses them instead.
+    if !opts.read_only && fscrypt_fuse::backing_read_only(&backing) {
+        eprintln!(
+            "fscrypt-rs: backing directory is read-only: mounting read-only ({})",
+            backing.display()
+        );
+        opts.read_only = true;
+    }
     let key_file = args.key_file.clone().or_else(|| opts.key_file.clone());
     let pass_source = if args.pass.is_given() {
         args.pass.clone()
