@@ -49,6 +49,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Whether listings are served as READDIRPLUS ([`Backend::readdirplus`]
     /// implemented; INIT then asks for FUSE_DO_READDIRPLUS).
     const READDIRPLUS: bool = false;
+    /// Whether POSIX ACLs are served ([`Backend::getxattr`] and the other
+    /// xattr calls take `system.posix_acl_access` and
+    /// `system.posix_acl_default`, a missing one is [`Error::NoXattr`], and
+    /// setting an access ACL updates the mode): INIT then asks for
+    /// FUSE_POSIX_ACL, and the kernel checks, caches and inherits ACLs.
+    const POSIX_ACL: bool = false;
 
     /// A plaintext-free description of inode `i` for a failure's log line
     /// (the vault: its backing path, base64url names only); `None`: the

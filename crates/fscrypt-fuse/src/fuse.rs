@@ -174,6 +174,19 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         if B::READDIRPLUS {
             let _ = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS);
         }
+        // POSIX ACLs (the vault): the kernel checks them with the mode
+        // bits (default_permissions), caches them, refuses to set them for
+        // anyone but the owner, and asks for them as the xattrs
+        // system.posix_acl_access/_default, which the back-end keeps (and
+        // updates the mode with, fs/xattr.rs). The umask is still applied
+        // by the kernel (no FUSE_DONT_MASK); a directory's default ACL is
+        // inherited as the backing filesystem inherits it (the back-end
+        // creates the backing object in the backing directory that carries
+        // it). One GETXATTR per inode on its first permission check that
+        // needs the ACL (then cached until it is set again).
+        if B::POSIX_ACL {
+            let _ = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL);
+        }
         // FUSE over io_uring when the kernel offers it (Linux 6.14+, and
         // only once root enabled it: /sys/module/fuse/parameters/
         // enable_uring) and the mount allows it (`crate::ring`).

@@ -67,6 +67,8 @@ impl Backend for EncryptedFs {
     /// for listings.
     const TTL: Duration = Duration::from_secs(1);
     const READDIRPLUS: bool = true;
+    /// ACLs are xattrs of the backing objects (`fs/xattr.rs`).
+    const POSIX_ACL: bool = true;
 
     fn describe(&self, i: InodeNo) -> Option<String> {
         self.backing_path_of(i)
