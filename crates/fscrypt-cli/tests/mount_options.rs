@@ -121,8 +121,8 @@ fn mount_options(path: &Path) -> Option<Vec<String>> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let want = path.to_str().unwrap();
     info.lines()
-        .filter(|l| l.split(' ').nth(4) == Some(want))
-        .last()
+        .rev()
+        .find(|l| l.split(' ').nth(4) == Some(want))
         .and_then(|l| l.split(' ').nth(5))
         .map(|o| o.split(',').map(str::to_owned).collect())
 }
