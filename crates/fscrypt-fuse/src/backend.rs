@@ -299,6 +299,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// As the back-end's.
     fn listxattr(&self, i: InodeNo, uid: u32) -> Result<Vec<u8>>;
 
+    /// Whether directory `dir` has a default ACL (only asked of a back-end
+    /// with [`Backend::POSIX_ACL`]): a new entry in it then takes its mode
+    /// from the ACL, and the creator's umask is not applied. Anything that
+    /// cannot be read counts as none.
+    fn has_default_acl(&self, _dir: InodeNo) -> bool {
+        false
+    }
+
     /// REMOVEXATTR.
     ///
     /// # Errors

@@ -178,14 +178,24 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         // bits (default_permissions), caches them, refuses to set them for
         // anyone but the owner, and asks for them as the xattrs
         // system.posix_acl_access/_default, which the back-end keeps (and
-        // updates the mode with, fs/xattr.rs). The umask is still applied
-        // by the kernel (no FUSE_DONT_MASK); a directory's default ACL is
+        // updates the mode with, fs/xattr.rs). A directory's default ACL is
         // inherited as the backing filesystem inherits it (the back-end
         // creates the backing object in the backing directory that carries
-        // it). One GETXATTR per inode on its first permission check that
-        // needs the ACL (then cached until it is set again).
-        if B::POSIX_ACL {
-            let _ = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL);
+        // it); with FUSE_DONT_MASK the kernel leaves the caller's umask to
+        // us, applied only where no default ACL is (`Ops::creation_mode`),
+        // as POSIX.1e wants. One GETXATTR per inode on its first permission
+        // check that needs the ACL (cached until its attributes are
+        // refreshed).
+        if B::POSIX_ACL
+            && config
+                .add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL)
+                .is_ok()
+        {
+            self.ops.set_dont_mask(
+                config
+                    .add_capabilities(fuser::InitFlags::FUSE_DONT_MASK)
+                    .is_ok(),
+            );
         }
         // FUSE over io_uring when the kernel offers it (Linux 6.14+, and
         // only once root enabled it: /sys/module/fuse/parameters/
@@ -264,11 +274,13 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.ops.mknod(ino(parent), name, mode, rdev, caller(req));
+        let r = self
+            .ops
+            .mknod(ino(parent), name, (mode, umask), rdev, caller(req));
         entry::<B>(reply, r);
     }
 
@@ -278,10 +290,13 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
-        entry::<B>(reply, self.ops.mkdir(ino(parent), name, mode, caller(req)));
+        let r = self
+            .ops
+            .mkdir(ino(parent), name, (mode, umask), caller(req));
+        entry::<B>(reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -517,11 +532,14 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.ops.create(ino(parent), name, mode, flags, caller(req)) {
+        match self
+            .ops
+            .create(ino(parent), name, (mode, umask), flags, caller(req))
+        {
             Ok((a, h, open)) => {
                 reply.created(&B::TTL, &a, Generation(0), fuser::FileHandle(h.0), open)
             }

@@ -150,6 +150,38 @@ fn acls_are_kept_enforced_and_inherited() {
         text(&write.stderr)
     );
     assert_eq!(std::fs::read(&new).unwrap(), b"made\nmore\n");
+    // Under a default ACL the umask is not applied (POSIX.1e, as on a
+    // local filesystem): the entry's rw survives a umask of 022...
+    let masked = d.join("masked");
+    ok(
+        "sh",
+        &[
+            "-c".as_ref(),
+            "umask 022; echo made > \"$1\"".as_ref(),
+            "sh".as_ref(),
+            masked.as_os_str(),
+        ],
+    );
+    let acl = getfacl(&masked);
+    assert!(
+        acl.contains("mask::rw-"),
+        "the umask masked an inherited ACL: {acl}"
+    );
+    assert!(as_nobody("echo more >> \"$1\"", &masked).status.success());
+    // ... and without one it is, as always.
+    let plain = m.join("plain");
+    ok(
+        "sh",
+        &[
+            "-c".as_ref(),
+            "umask 027; echo x > \"$1\"; mkdir \"$1.d\"".as_ref(),
+            "sh".as_ref(),
+            plain.as_os_str(),
+        ],
+    );
+    assert_eq!(mode(&plain), 0o640);
+    assert_eq!(mode(&m.join("plain.d")), 0o750);
+    assert!(!getfacl(&plain).contains("mask"), "{}", getfacl(&plain));
     let sub = d.join("sub");
     std::fs::create_dir(&sub).unwrap();
     let acl = getfacl(&sub);

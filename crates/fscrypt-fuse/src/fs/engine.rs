@@ -221,6 +221,10 @@ impl Backend for EncryptedFs {
         EncryptedFs::removexattr(self, i, name)
     }
 
+    fn has_default_acl(&self, dir: InodeNo) -> bool {
+        EncryptedFs::has_default_acl(self, dir)
+    }
+
     fn create(
         &self,
         parent: InodeNo,

@@ -10,7 +10,10 @@
 //! mask, as the kernel asks the daemon to do), chmod updates the ACL's
 //! mask, and a backing directory's default ACL is inherited by the
 //! objects created in it. A backing filesystem without ACLs refuses them
-//! (EOPNOTSUPP) and reads as having none.
+//! (EOPNOTSUPP) and reads as having none. The creator's umask is the
+//! daemon's to apply (FUSE_DONT_MASK), and only where the parent has no
+//! default ACL ([`EncryptedFs::has_default_acl`], `ops.rs`), as POSIX.1e
+//! wants.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -109,6 +112,28 @@ impl EncryptedFs {
         )?;
         buf.truncate(n);
         Ok(buf)
+    }
+
+    /// Whether directory `dir` has a default ACL (a new entry in it then
+    /// gets its mode from the ACL, not from the umask). Unreadable: none.
+    pub fn has_default_acl(&self, dir: InodeNo) -> bool {
+        let Ok(inode) = self.inode(dir) else {
+            return false;
+        };
+        let Ok(loc) = self.loc(&inode) else {
+            return false;
+        };
+        // A small buffer: a value that does not fit (ERANGE) is there too.
+        let mut buf = [0u8; 64];
+        match self.with_xattr_target(
+            &loc,
+            &mut buf[..],
+            |fd, b| rustix::fs::fgetxattr(fd, "system.posix_acl_default", b),
+            Ok(0),
+        ) {
+            Ok(n) => n > 0,
+            Err(e) => e.is_sys(rustix::io::Errno::RANGE),
+        }
     }
 
     /// Lists xattr names (NUL-separated): `user.` and the ACLs.

@@ -292,9 +292,10 @@ fn run<F: fuser::Filesystem>(
     idle: Option<(Arc<RequestStats>, std::time::Duration)>,
 ) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    // Modes are exactly what the kernel passes: it has already applied the
-    // caller's umask (fuser does not ask for FUSE_DONT_MASK), so the
-    // daemon's own umask must not mask them a second time.
+    // Modes are exactly what the kernel passes, with the caller's umask
+    // applied (by the kernel, or with FUSE_DONT_MASK by `Ops::creation_mode`
+    // where no default ACL is): the daemon's own umask must not mask them a
+    // second time.
     rustix::process::umask(rustix::fs::Mode::empty());
     // Hold no directory busy, and let no relative path (a core file, say)
     // land in the caller's working directory. Every path is absolute now.
