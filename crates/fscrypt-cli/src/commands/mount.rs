@@ -1036,5 +1036,11 @@ mod tests {
         assert!(parse_helper_args(argv("/c")).is_err());
         assert!(parse_helper_args(argv("/c /m -x")).is_err());
         assert!(parse_helper_args(argv("/c /m -o")).is_err());
+        // fstab's idle= reaches the mount options through the helper.
+        let (a, _) = parse_helper_args(argv("/c /m -o keyfile=/k,idle=10m,nofail")).unwrap();
+        assert_eq!(
+            MountOptions::of(&a).unwrap().idle,
+            Some(Duration::from_secs(600))
+        );
     }
 }
