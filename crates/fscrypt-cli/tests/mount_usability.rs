@@ -516,3 +516,45 @@ fn demo_names_what_it_left_out() {
     assert!(s.contains("1 device, FIFO or socket: a-fifo"), "{s}");
     assert!(s.contains("2 over --max-files 1: file1, file2"), "{s}");
 }
+
+#[test]
+fn an_ordinary_users_idle_mount_unmounts_itself_through_fusermount3() {
+    if let Some(why) = nobody_cannot_mount() {
+        eprintln!(
+            "SKIPPED an_ordinary_users_idle_mount_unmounts_itself_through_fusermount3: {why}"
+        );
+        return;
+    }
+    let t = nobody_dir("nobody-idle");
+    let home = t.join("home");
+    let cipher = t.join("cipher");
+    let mnt = t.join("plain");
+    let key = t.join("vault.key");
+    let path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    let me = Some((home.as_path(), path));
+    let mkdirs = as_user(NOBODY, NOBODY, "mkdir")
+        .args([&home, &cipher, &mnt])
+        .status()
+        .unwrap();
+    assert!(mkdirs.success());
+    ok(
+        &run_as(me, args!["init", cipher, "--new-key-file", key]),
+        "init as 65534",
+    );
+    let _guard = mount_guard(&mnt);
+    ok(
+        &run_as(
+            me,
+            args!["mount", cipher, mnt, "--key-file", key, "--idle", "2s"],
+        ),
+        "mount --idle as 65534",
+    );
+    assert!(is_mounted(&mnt));
+    let daemon = mount_daemon(&mnt).expect("the daemon");
+    // The daemon unmounts with fusermount3 -u, as `fscrypt-rs unmount`
+    // does without root, and exits.
+    wait_for("the idle mount to go", || !is_mounted(&mnt));
+    wait_for("the daemon to exit", || {
+        !Path::new(&format!("/proc/{daemon}")).exists()
+    });
+}

@@ -50,6 +50,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Whether listings are served as READDIRPLUS ([`Backend::readdirplus`]
     /// implemented; INIT then asks for FUSE_DO_READDIRPLUS).
     const READDIRPLUS: bool = false;
+    /// Whether POSIX ACLs are served ([`Backend::getxattr`] and the other
+    /// xattr calls take `system.posix_acl_access` and
+    /// `system.posix_acl_default`, a missing one is [`Error::NoXattr`], and
+    /// setting an access ACL updates the mode): INIT then asks for
+    /// FUSE_POSIX_ACL, and the kernel checks, caches and inherits ACLs.
+    const POSIX_ACL: bool = false;
 
     /// How long the kernel may cache attributes, names and absent names
     /// for this mount: [`Backend::TTL`] unless the back-end's options say
@@ -300,6 +306,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// # Errors
     /// As the back-end's.
     fn listxattr(&self, i: InodeNo, uid: u32) -> Result<Vec<u8>>;
+
+    /// Whether directory `dir` has a default ACL (only asked of a back-end
+    /// with [`Backend::POSIX_ACL`]): a new entry in it then takes its mode
+    /// from the ACL, and the creator's umask is not applied. Anything that
+    /// cannot be read counts as none.
+    fn has_default_acl(&self, _dir: InodeNo) -> bool {
+        false
+    }
 
     /// REMOVEXATTR.
     ///

@@ -174,6 +174,29 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         if B::READDIRPLUS {
             let _ = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS);
         }
+        // POSIX ACLs (the vault): the kernel checks them with the mode
+        // bits (default_permissions), caches them, refuses to set them for
+        // anyone but the owner, and asks for them as the xattrs
+        // system.posix_acl_access/_default, which the back-end keeps (and
+        // updates the mode with, fs/xattr.rs). A directory's default ACL is
+        // inherited as the backing filesystem inherits it (the back-end
+        // creates the backing object in the backing directory that carries
+        // it); with FUSE_DONT_MASK the kernel leaves the caller's umask to
+        // us, applied only where no default ACL is (`Ops::creation_mode`),
+        // as POSIX.1e wants. One GETXATTR per inode on its first permission
+        // check that needs the ACL (cached until its attributes are
+        // refreshed).
+        if B::POSIX_ACL
+            && config
+                .add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL)
+                .is_ok()
+        {
+            self.ops.set_dont_mask(
+                config
+                    .add_capabilities(fuser::InitFlags::FUSE_DONT_MASK)
+                    .is_ok(),
+            );
+        }
         // FUSE over io_uring when the kernel offers it (Linux 6.14+, and
         // only once root enabled it: /sys/module/fuse/parameters/
         // enable_uring) and the mount allows it (`crate::ring`).
@@ -255,11 +278,13 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.ops.mknod(ino(parent), name, mode, rdev, caller(req));
+        let r = self
+            .ops
+            .mknod(ino(parent), name, (mode, umask), rdev, caller(req));
         entry(reply, r, self.ops.ttl());
     }
 
@@ -269,14 +294,13 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
-        entry(
-            reply,
-            self.ops.mkdir(ino(parent), name, mode, caller(req)),
-            self.ops.ttl(),
-        );
+        let r = self
+            .ops
+            .mkdir(ino(parent), name, (mode, umask), caller(req));
+        entry(reply, r, self.ops.ttl());
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -517,11 +541,14 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.ops.create(ino(parent), name, mode, flags, caller(req)) {
+        match self
+            .ops
+            .create(ino(parent), name, (mode, umask), flags, caller(req))
+        {
             Ok((a, h, open)) => reply.created(
                 &self.ops.ttl(),
                 &a,

@@ -602,7 +602,7 @@ pub fn mount_on(
     let options = config.options();
     session::check(&options, mountpoint)?;
     let fs = ImageFs::new(img)?;
-    session::serve(session::engine(fs, &options), mountpoint)
+    session::serve(session::engine(fs, &options), mountpoint, None)
 }
 
 /// [`mount`] served by a background thread of this process (tests,

@@ -87,6 +87,10 @@ pub(crate) struct Ops<B> {
     fs: B,
     /// Whether FUSE_HANDLE_KILLPRIV_V2 was negotiated.
     killpriv: AtomicBool,
+    /// Whether FUSE_DONT_MASK was negotiated: the kernel sends create
+    /// modes without the caller's umask, and [`Ops::creation_mode`]
+    /// applies it.
+    dont_mask: AtomicBool,
     /// Requests served, per opcode.
     stats: Arc<RequestStats>,
 }
@@ -102,6 +106,7 @@ impl<B: Backend> Ops<B> {
         Ops {
             fs,
             killpriv: AtomicBool::new(false),
+            dont_mask: AtomicBool::new(false),
             stats,
         }
     }
@@ -114,6 +119,25 @@ impl<B: Backend> Ops<B> {
     /// Records whether INIT negotiated FUSE_HANDLE_KILLPRIV_V2.
     pub(crate) fn set_killpriv(&self, on: bool) {
         self.killpriv.store(on, Ordering::Relaxed);
+    }
+
+    /// Records whether INIT negotiated FUSE_DONT_MASK.
+    pub(crate) fn set_dont_mask(&self, on: bool) {
+        self.dont_mask.store(on, Ordering::Relaxed);
+    }
+
+    /// The mode to create an entry of `parent` with, from the mode and the
+    /// caller's umask the kernel sent. With FUSE_DONT_MASK (POSIX ACLs) the
+    /// kernel leaves the umask to us: applied, unless `parent` has a default
+    /// ACL, which the new entry inherits instead (its mode is then the
+    /// requested one, masked by the ACL: POSIX.1e). Without it the kernel
+    /// applied the umask already.
+    fn creation_mode(&self, parent: InodeNo, mode: u32, umask: u32) -> u32 {
+        if !self.dont_mask.load(Ordering::Relaxed) || self.fs.has_default_acl(parent) {
+            mode
+        } else {
+            mode & !(umask & 0o777)
+        }
     }
 
     /// The errno of a failed operation, after its one debug line.
@@ -193,29 +217,31 @@ impl<B: Backend> Ops<B> {
         self.map("readlink", Id::Ino(i), self.fs.readlink(i))
     }
 
-    /// MKNOD.
+    /// MKNOD; `umask`: the caller's ([`Ops::creation_mode`]).
     pub(crate) fn mknod(
         &self,
         parent: InodeNo,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         rdev: u32,
         caller: Caller,
     ) -> Reply<FileAttr> {
         self.stats.count(Op::Mknod);
+        let mode = self.creation_mode(parent, mode, umask);
         let r = self.fs.mknod(parent, name, mode, rdev, caller);
         self.map("mknod", Id::Ino(parent), r)
     }
 
-    /// MKDIR.
+    /// MKDIR; `umask`: the caller's ([`Ops::creation_mode`]).
     pub(crate) fn mkdir(
         &self,
         parent: InodeNo,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         caller: Caller,
     ) -> Reply<FileAttr> {
         self.stats.count(Op::Mkdir);
+        let mode = self.creation_mode(parent, mode, umask);
         let r = self.fs.mkdir(parent, name, mode, caller);
         self.map("mkdir", Id::Ino(parent), r)
     }
@@ -269,7 +295,11 @@ impl<B: Backend> Ops<B> {
     /// OPEN with the open(2) `flags`: the handle and the FOPEN_* flags.
     pub(crate) fn open(&self, i: InodeNo, flags: i32) -> Reply<(FileHandle, FopenFlags)> {
         self.stats.count(Op::Open);
-        self.map("open", Id::Ino(i), self.fs.open(i, flags))
+        let r = self.map("open", Id::Ino(i), self.fs.open(i, flags));
+        if r.is_ok() {
+            self.stats.handle_opened();
+        }
+        r
     }
 
     /// READ: the plaintext is left in `buf[range]`.
@@ -310,6 +340,7 @@ impl<B: Backend> Ops<B> {
     /// RELEASE.
     pub(crate) fn release(&self, h: FileHandle) -> Reply<()> {
         self.stats.count(Op::Release);
+        self.stats.handle_released();
         self.map("release", Id::Fh(h), self.fs.release(h))
     }
 
@@ -322,7 +353,11 @@ impl<B: Backend> Ops<B> {
     /// OPENDIR: the handle and the FOPEN_* flags.
     pub(crate) fn opendir(&self, i: InodeNo) -> Reply<(FileHandle, FopenFlags)> {
         self.stats.count(Op::Opendir);
-        self.map("opendir", Id::Ino(i), self.fs.opendir(i))
+        let r = self.map("opendir", Id::Ino(i), self.fs.opendir(i));
+        if r.is_ok() {
+            self.stats.handle_opened();
+        }
+        r
     }
 
     /// READDIR: `add(ino, next offset, type, name)` returns true when the
@@ -355,6 +390,7 @@ impl<B: Backend> Ops<B> {
     /// RELEASEDIR.
     pub(crate) fn releasedir(&self, h: FileHandle) -> Reply<()> {
         self.stats.count(Op::Releasedir);
+        self.stats.handle_released();
         self.map("releasedir", Id::Fh(h), self.fs.releasedir(h))
     }
 
@@ -406,18 +442,24 @@ impl<B: Backend> Ops<B> {
         Ok(())
     }
 
-    /// CREATE with the open(2) `flags`: attributes, handle, FOPEN_* flags.
+    /// CREATE with the open(2) `flags`: attributes, handle, FOPEN_* flags;
+    /// `umask`: the caller's ([`Ops::creation_mode`]).
     pub(crate) fn create(
         &self,
         parent: InodeNo,
         name: &OsStr,
-        mode: u32,
+        (mode, umask): (u32, u32),
         flags: i32,
         caller: Caller,
     ) -> Reply<(FileAttr, FileHandle, FopenFlags)> {
         self.stats.count(Op::Create);
+        let mode = self.creation_mode(parent, mode, umask);
         let r = self.fs.create(parent, name, mode, flags, caller);
-        self.map("create", Id::Ino(parent), r)
+        let r = self.map("create", Id::Ino(parent), r);
+        if r.is_ok() {
+            self.stats.handle_opened();
+        }
+        r
     }
 
     /// FALLOCATE with the fallocate(2) `mode`.

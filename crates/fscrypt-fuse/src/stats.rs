@@ -73,6 +73,9 @@ pub struct RequestStats {
     /// Requests counted above that came through FUSE over io_uring
     /// (`crate::ring`); the rest came on `/dev/fuse`.
     ring: AtomicU64,
+    /// File and directory handles open now: OPEN, CREATE and OPENDIR that
+    /// succeeded, less RELEASE and RELEASEDIR (`-o idle` waits for none).
+    open: AtomicU64,
 }
 
 impl Default for RequestStats {
@@ -80,6 +83,7 @@ impl Default for RequestStats {
         RequestStats {
             counts: std::array::from_fn(|_| AtomicU64::new(0)),
             ring: AtomicU64::new(0),
+            open: AtomicU64::new(0),
         }
     }
 }
@@ -106,6 +110,32 @@ impl RequestStats {
     /// Requests of kind `op` so far.
     pub fn get(&self, op: Op) -> u64 {
         self.counts[op as usize].load(Ordering::Relaxed)
+    }
+
+    /// Requests of every kind so far (one relaxed load per opcode).
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Counts one file or directory handle handed to the kernel (a
+    /// successful OPEN, CREATE or OPENDIR).
+    #[inline]
+    pub fn handle_opened(&self) {
+        self.open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one handle the kernel gave back (RELEASE, RELEASEDIR); never
+    /// below zero.
+    #[inline]
+    pub fn handle_released(&self) {
+        let _ = self
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// File and directory handles the kernel holds open now.
+    pub fn open_handles(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// A copy of every counter (for differences: `after - before`).
@@ -231,5 +261,19 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(s.get(Op::Write), 40_000);
+        assert_eq!(s.total(), 40_000);
+    }
+
+    #[test]
+    fn open_handles_count_opens_less_releases() {
+        let s = RequestStats::new();
+        assert_eq!(s.open_handles(), 0);
+        s.handle_opened();
+        s.handle_opened();
+        s.handle_released();
+        assert_eq!(s.open_handles(), 1);
+        s.handle_released();
+        s.handle_released();
+        assert_eq!(s.open_handles(), 0, "never below zero");
     }
 }

@@ -64,6 +64,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         fs_name: "fscrypt-test".into(),
         shared_storage: false,
         io_uring: true,
+        idle: None,
     }
 }
 

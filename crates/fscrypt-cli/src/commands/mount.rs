@@ -75,7 +75,8 @@ pub struct Args {
     /// until the vault is unmounted); `-o nonempty` in fstab.
     #[arg(long)]
     pub nonempty: bool,
-    /// Mount options, comma-separated: ro or rw, allow_other, suid and dev
+    /// Mount options, comma-separated: ro or rw (a backing directory that
+    /// cannot be written is mounted ro, with a warning), allow_other, suid and dev
     /// (root only; the default is nosuid,nodev; the last of suid/nosuid
     /// and of dev/nodev wins), noexec (or exec, the default), nonempty,
     /// sharedstorage (other mounts, e.g. other machines on one NAS, may
@@ -83,7 +84,7 @@ pub struct Args {
     /// cached, see README "Sharing a vault between machines"), io_uring or noio_uring (serve
     /// through FUSE over io_uring where the kernel offers it, or not; the
     /// default is io_uring for root, /dev/fuse for everyone else),
-    /// fsname=NAME,
+    /// fsname=NAME, idle=DURATION (as --idle),
     /// and for fstab keyfile=PATH, passfile=PATH or extpass=CMD (as
     /// --key-file, --passfile, --extpass; write a space in CMD as \040 in
     /// fstab; CMD cannot contain a comma), config=FILE (as --config), and
@@ -94,6 +95,12 @@ pub struct Args {
     /// accepted; there is no way to turn it off).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
+    /// Unmount once nothing has used the mount for DURATION (30s, 10m,
+    /// 1h, 1h30m): no request served and no file or directory open; a
+    /// busy mount (a shell's working directory in it, say) waits for the
+    /// next idle period. `-o idle=DURATION` in fstab (gocryptfs `-idle`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub idle: Option<Duration>,
     /// Ignore unknown mount options instead of failing (mount(8) `-s`).
     #[arg(long, hide = true)]
     pub sloppy: bool,
@@ -145,6 +152,8 @@ pub struct MountOptions {
     pub io_uring: Option<bool>,
     /// `remount` (the mount(8) helper only: change ro/rw of a mount).
     pub remount: bool,
+    /// `idle=DURATION`: unmount once unused that long.
+    pub idle: Option<Duration>,
     /// `rw` was given (only to refuse `ro,rw`).
     rw: bool,
 }
@@ -214,13 +223,17 @@ impl MountOptions {
                 Some(("extpass", v)) if !v.is_empty() => o.extpass = Some(v.to_owned()),
                 Some(("config", v)) if !v.is_empty() => o.config = Some(PathBuf::from(v)),
                 Some(("fsname", v)) if !v.is_empty() => o.fs_name = Some(v.to_owned()),
+                Some(("idle", v)) => {
+                    o.idle =
+                        Some(parse_duration(v).with_context(|| format!("mount option {word:?}"))?);
+                }
                 Some(("comment", _)) => {}
                 // What mount(8) passes back from mountinfo on a remount.
                 Some(("user_id" | "group_id", _)) if o.remount => {}
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, io_uring, noio_uring, fsname=NAME, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, io_uring, noio_uring, fsname=NAME, idle=DURATION, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
                 ),
             }
         }
@@ -303,8 +316,67 @@ impl MountOptions {
         if let Some(name) = &self.fs_name {
             w.push(format!("fsname={name}"));
         }
+        if let Some(idle) = self.idle {
+            w.push(format!("idle={}s", idle.as_secs()));
+        }
         w
     }
+
+    /// The options of `fscrypt-rs mount` (`-o`, and `--idle`, which wins
+    /// over `-o idle=`).
+    ///
+    /// # Errors
+    /// As [`MountOptions::parse`].
+    fn of(args: &Args) -> anyhow::Result<MountOptions> {
+        let mut o = MountOptions::parse(&args.options, args.sloppy)?;
+        if args.idle.is_some() {
+            o.idle = args.idle;
+        }
+        Ok(o)
+    }
+}
+
+/// Parses an idle time: whole numbers each followed by `h`, `m` or `s`
+/// (`30s`, `10m`, `1h`, `1h30m`), at least one second, at most a year.
+///
+/// # Errors
+/// Anything else, with the form expected.
+pub fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    let bad = || {
+        anyhow::anyhow!(
+            "bad duration {text:?}: give whole numbers with units h, m or s, such as 30s, 10m, 1h or 1h30m"
+        )
+    };
+    let mut secs: u64 = 0;
+    let mut digits = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        secs = n
+            .checked_mul(unit)
+            .and_then(|v| secs.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() || text.trim().is_empty() {
+        return Err(bad());
+    }
+    if secs == 0 {
+        bail!("the idle time {text:?} is zero: give at least 1s (or leave idle out)");
+    }
+    if secs > 366 * 24 * 3600 {
+        bail!("the idle time {text:?} is longer than a year: give less (or leave idle out)");
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// Counts the mounts stacked at `path` (fscrypt-linux's mountinfo parser).
@@ -394,6 +466,7 @@ pub fn parse_helper_args(
         foreground: false,
         nonempty: false,
         options,
+        idle: None,
         sloppy,
         log_file: None,
         master_key_stdin: false,
@@ -524,7 +597,7 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    let mut opts = MountOptions::of(&args)?;
     if opts.remount {
         bail!(
             "remount is for the mount(8) helper (mount -o remount,ro MOUNTPOINT); `fscrypt-rs \
@@ -550,6 +623,15 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
     // still refuses a vault mounted without the option.
     if !opts.shared_storage {
         crate::support::mounts::check_vault_free(&backing)?;
+    }
+    // A writable mount over what cannot be written would show `rw` and
+    // fail every write in the daemon: the kernel refuses them instead.
+    if !opts.read_only && fscrypt_fuse::backing_read_only(&backing) {
+        eprintln!(
+            "fscrypt-rs: backing directory is read-only: mounting read-only ({})",
+            backing.display()
+        );
+        opts.read_only = true;
     }
     // The secret options of the command line, else those of `-o`.
     let mut unlock = args.unlock.clone();
@@ -638,6 +720,7 @@ fn run_mount(
         noexec: opts.noexec,
         shared_storage: opts.shared_storage,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
+        idle: opts.idle,
     };
     crate::support::heap::install();
     fscrypt_fuse::mount_on(config, mountpoint)
@@ -649,7 +732,7 @@ fn run_mount(
 fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
     // Leave the terminal's session so its Ctrl-C and hangup do not reach us.
     let _ = rustix::process::setsid();
-    let opts = MountOptions::parse(&args.options, args.sloppy)?;
+    let opts = MountOptions::of(args)?;
     let vault = args.config.open(&args.cipherdir)?;
     // Straight from file descriptor 0: std's stdin buffer would keep a copy.
     let mut raw = SecretBuf::new(65);
@@ -883,6 +966,64 @@ mod tests {
     }
 
     #[test]
+    fn idle_option_and_durations() {
+        let w = |s: &str| s.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let o = MountOptions::parse(&w("idle=10m,ro"), false).unwrap();
+        assert_eq!(o.idle, Some(Duration::from_secs(600)));
+        assert_eq!(o.to_words(), w("ro,idle=600s"));
+        // What the daemon gets back parses to the same.
+        assert_eq!(MountOptions::parse(&o.to_words(), false).unwrap(), o);
+        for (text, secs) in [
+            ("30s", 30),
+            ("10m", 600),
+            ("1h", 3600),
+            ("1h30m", 5400),
+            ("2s", 2),
+        ] {
+            assert_eq!(
+                parse_duration(text).unwrap(),
+                Duration::from_secs(secs),
+                "{text}"
+            );
+        }
+        for bad in [
+            "", "10", "1x", "m", "1.5h", "-1s", "0s", "0h0m", "99999h", "idle",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = MountOptions::parse(&w("idle=5"), false).unwrap_err();
+        assert!(format!("{e:#}").contains("30s, 10m, 1h"), "{e:#}");
+        assert!(MountOptions::parse(&w("idle="), false).is_err());
+        // Not even sloppy (-s) lets a bad duration through.
+        assert!(MountOptions::parse(&w("idle=soon"), true).is_err());
+        assert!(MountOptions::parse(&[], false).unwrap().idle.is_none());
+    }
+
+    #[test]
+    fn idle_flag_wins_over_the_option() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            mount: Args,
+        }
+        let args = |a: &[&str]| {
+            Cli::try_parse_from([&["fscrypt-rs", "/c", "/m"], a].concat()).map(|c| c.mount)
+        };
+        let a = args(&["--idle", "1h", "-o", "idle=30s,ro"]).unwrap();
+        let o = MountOptions::of(&a).unwrap();
+        assert_eq!(o.idle, Some(Duration::from_secs(3600)));
+        assert!(o.read_only);
+        let a = args(&["-o", "idle=30s"]).unwrap();
+        assert_eq!(
+            MountOptions::of(&a).unwrap().idle,
+            Some(Duration::from_secs(30))
+        );
+        assert!(args(&["--idle", "soon"]).is_err());
+        assert!(args(&["--idle", "0s"]).is_err());
+    }
+
+    #[test]
     fn helper_command_line() {
         let argv = |s: &str| {
             s.split(' ')
@@ -899,5 +1040,11 @@ mod tests {
         assert!(parse_helper_args(argv("/c")).is_err());
         assert!(parse_helper_args(argv("/c /m -x")).is_err());
         assert!(parse_helper_args(argv("/c /m -o")).is_err());
+        // fstab's idle= reaches the mount options through the helper.
+        let (a, _) = parse_helper_args(argv("/c /m -o keyfile=/k,idle=10m,nofail")).unwrap();
+        assert_eq!(
+            MountOptions::of(&a).unwrap().idle,
+            Some(Duration::from_secs(600))
+        );
     }
 }

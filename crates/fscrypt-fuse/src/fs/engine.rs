@@ -67,6 +67,8 @@ impl Backend for EncryptedFs {
     /// for listings.
     const TTL: Duration = Duration::from_secs(1);
     const READDIRPLUS: bool = true;
+    /// ACLs are xattrs of the backing objects (`fs/xattr.rs`).
+    const POSIX_ACL: bool = true;
 
     /// Zero on shared storage (`-o sharedstorage`): another mount changes
     /// the backing directory at any time, so the kernel asks each time, as
@@ -227,6 +229,10 @@ impl Backend for EncryptedFs {
 
     fn removexattr(&self, i: InodeNo, name: &OsStr) -> Result<()> {
         EncryptedFs::removexattr(self, i, name)
+    }
+
+    fn has_default_acl(&self, dir: InodeNo) -> bool {
+        EncryptedFs::has_default_acl(self, dir)
     }
 
     fn create(

@@ -1,5 +1,19 @@
-//! Extended attributes: `user.*` only, stored unencrypted on the backing
-//! object (as the kernel: fscrypt does not encrypt xattrs).
+//! Extended attributes: `user.*` and the POSIX ACLs
+//! (`system.posix_acl_access`, `system.posix_acl_default`), stored
+//! unencrypted on the backing object (as the kernel: fscrypt does not
+//! encrypt xattrs, and an ext4 vault keeps its ACLs the same way).
+//!
+//! ACLs: the kernel negotiates FUSE_POSIX_ACL (`fuse.rs`), checks who may
+//! set them (the owner or CAP_FOWNER) and what they allow, and caches
+//! them. The backing filesystem does the rest: setting an access ACL on
+//! the backing object updates its mode (the group bits become the ACL's
+//! mask, as the kernel asks the daemon to do), chmod updates the ACL's
+//! mask, and a backing directory's default ACL is inherited by the
+//! objects created in it. A backing filesystem without ACLs refuses them
+//! (EOPNOTSUPP) and reads as having none. The creator's umask is the
+//! daemon's to apply (FUSE_DONT_MASK), and only where the parent has no
+//! default ACL ([`EncryptedFs::has_default_acl`], `ops.rs`), as POSIX.1e
+//! wants.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -36,17 +50,18 @@ impl EncryptedFs {
     }
 
     pub(super) fn check_xattr_name(name: &OsStr) -> Result<()> {
-        if name.as_bytes().starts_with(b"user.") {
+        if served(name.as_bytes()) {
             Ok(())
         } else {
             Err(Error::NotSupported)
         }
     }
 
-    /// Sets a user xattr.
+    /// Sets a user xattr or an ACL (the kernel checked the caller may).
     ///
     /// # Errors
-    /// `EOPNOTSUPP` outside `user.`, backing errors.
+    /// `EOPNOTSUPP` outside `user.` and the ACLs (or where the backing
+    /// filesystem has no ACLs), backing errors.
     pub fn setxattr(&self, ino: InodeNo, name: &OsStr, value: &[u8], flags: i32) -> Result<()> {
         self.writable()?;
         Self::check_xattr_name(name)?;
@@ -62,10 +77,13 @@ impl EncryptedFs {
         )
     }
 
-    /// Reads a user xattr; `size` 0 asks for the length. Returns the value.
+    /// Reads a user xattr or an ACL; `size` 0 asks for the length. Returns
+    /// the value. An ACL the backing filesystem cannot hold is absent
+    /// (`ENODATA`: the kernel takes `EOPNOTSUPP` for an error of every
+    /// permission check that needs the ACL).
     ///
-    /// Names outside `user.` (`security.*`, `system.posix_acl_*`,
-    /// `trusted.*`) get `EOPNOTSUPP` at once, without backing I/O: this
+    /// Other names (`security.*`, `trusted.*`, other `system.*`) get
+    /// `EOPNOTSUPP` at once, without backing I/O: this
     /// filesystem has no such namespaces (setting them fails the same way).
     /// That answer, unlike `ENODATA`, tells tools the whole mount has none:
     /// GNU `ls -l` then stops asking for every entry's SELinux context and
@@ -76,7 +94,8 @@ impl EncryptedFs {
     /// # Errors
     /// `ENODATA`, `ERANGE`, `EOPNOTSUPP`, backing errors.
     pub fn getxattr(&self, ino: InodeNo, name: &OsStr, size: u32) -> Result<Vec<u8>> {
-        if !name.as_bytes().starts_with(b"user.") {
+        let acl = is_acl(name.as_bytes());
+        if !acl && !name.as_bytes().starts_with(b"user.") {
             return Err(Error::NotSupported);
         }
         let inode = self.inode(ino)?;
@@ -85,14 +104,39 @@ impl EncryptedFs {
         let n = self.with_xattr_target(
             &loc,
             &mut buf[..],
-            |fd, b| rustix::fs::fgetxattr(fd, name, b),
+            |fd, b| match rustix::fs::fgetxattr(fd, name, b) {
+                Err(rustix::io::Errno::OPNOTSUPP) if acl => Err(rustix::io::Errno::NODATA),
+                r => r,
+            },
             Err(Error::NoXattr),
         )?;
         buf.truncate(n);
         Ok(buf)
     }
 
-    /// Lists xattr names (NUL-separated), `user.` only.
+    /// Whether directory `dir` has a default ACL (a new entry in it then
+    /// gets its mode from the ACL, not from the umask). Unreadable: none.
+    pub fn has_default_acl(&self, dir: InodeNo) -> bool {
+        let Ok(inode) = self.inode(dir) else {
+            return false;
+        };
+        let Ok(loc) = self.loc(&inode) else {
+            return false;
+        };
+        // A small buffer: a value that does not fit (ERANGE) is there too.
+        let mut buf = [0u8; 64];
+        match self.with_xattr_target(
+            &loc,
+            &mut buf[..],
+            |fd, b| rustix::fs::fgetxattr(fd, "system.posix_acl_default", b),
+            Ok(0),
+        ) {
+            Ok(n) => n > 0,
+            Err(e) => e.is_sys(rustix::io::Errno::RANGE),
+        }
+    }
+
+    /// Lists xattr names (NUL-separated): `user.` and the ACLs.
     ///
     /// # Errors
     /// Backing errors.
@@ -108,7 +152,7 @@ impl EncryptedFs {
         )?;
         let mut out = Vec::new();
         for name in buf[..n].split(|&b| b == 0) {
-            if name.starts_with(b"user.") {
+            if served(name) {
                 out.extend_from_slice(name);
                 out.push(0);
             }
@@ -116,7 +160,7 @@ impl EncryptedFs {
         Ok(out)
     }
 
-    /// Removes a user xattr.
+    /// Removes a user xattr or an ACL.
     ///
     /// # Errors
     /// `ENODATA`, `EOPNOTSUPP`, backing errors.
@@ -132,5 +176,39 @@ impl EncryptedFs {
             |fd, ()| rustix::fs::fremovexattr(fd, name),
             Err(Error::NotPermitted),
         )
+    }
+}
+
+/// The xattr names of the POSIX ACLs.
+const ACL_NAMES: [&[u8]; 2] = [b"system.posix_acl_access", b"system.posix_acl_default"];
+
+/// Whether `name` is one of the POSIX ACLs.
+fn is_acl(name: &[u8]) -> bool {
+    ACL_NAMES.contains(&name)
+}
+
+/// Whether the vault serves the xattr `name`: `user.*` and the ACLs.
+fn served(name: &[u8]) -> bool {
+    name.starts_with(b"user.") || is_acl(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_acl, served};
+
+    #[test]
+    fn user_xattrs_and_the_two_acls_are_served() {
+        assert!(served(b"user.x"));
+        assert!(served(b"system.posix_acl_access") && is_acl(b"system.posix_acl_access"));
+        assert!(served(b"system.posix_acl_default") && is_acl(b"system.posix_acl_default"));
+        for other in [
+            &b"system.posix_acl_accessx"[..],
+            b"system.nfs4_acl",
+            b"security.capability",
+            b"security.selinux",
+            b"trusted.overlay.opaque",
+        ] {
+            assert!(!served(other) && !is_acl(other));
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! | this file | the vault: [`MountConfig`], its lock, [`BackgroundMount`] |
 
 mod fusermount;
+mod idle;
 mod mountpoint;
 mod readahead;
 pub(crate) mod session;
@@ -69,6 +70,12 @@ pub struct MountConfig {
     /// request wakes a thread on its caller's CPU. Without the kernel's
     /// offer the mount serves `/dev/fuse` as always.
     pub io_uring: bool,
+    /// Unmount once the mount served no FUSE request for this long and
+    /// holds no open file or directory (`-o idle`, gocryptfs `-idle`), as
+    /// [`unmount`] would; a busy refusal waits for another idle period.
+    /// [`mount`] and [`mount_on`] only (not [`mount_background`]); `None`:
+    /// never.
+    pub idle: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for MountConfig {
@@ -88,6 +95,7 @@ impl std::fmt::Debug for MountConfig {
             .field("fs_name", &self.fs_name)
             .field("shared_storage", &self.shared_storage)
             .field("io_uring", &self.io_uring)
+            .field("idle", &self.idle)
             .finish()
     }
 }
@@ -107,12 +115,35 @@ impl MountConfig {
     }
 }
 
+/// Whether the backing directory `dir` cannot be written: it is on a
+/// read-only mount or filesystem (statvfs `ST_RDONLY`), or this process
+/// may not write it (access(2) `W_OK` with its effective ids; EROFS
+/// included). A directory that cannot be examined counts as writable (the
+/// mount then fails on it with its own reason).
+pub fn backing_read_only(dir: &Path) -> bool {
+    use rustix::fs::{Access, AtFlags, CWD, StatVfsMountFlags};
+    if rustix::fs::statvfs(dir).is_ok_and(|s| s.f_flag.contains(StatVfsMountFlags::RDONLY)) {
+        return true;
+    }
+    matches!(
+        rustix::fs::accessat(CWD, dir, Access::WRITE_OK, AtFlags::EACCESS),
+        Err(rustix::io::Errno::ROFS | rustix::io::Errno::ACCESS | rustix::io::Errno::PERM)
+    )
+}
+
 /// The engine of the vault `config` describes, and its lock (held for as
-/// long as the vault is served).
+/// long as the vault is served). A read-write mount of a backing directory
+/// that cannot be written ([`backing_read_only`]) is made read-only, with
+/// a warning: the kernel then refuses writes (EROFS) and the mount shows
+/// `ro`, instead of every write failing in the daemon.
 fn prepare(
-    config: MountConfig,
+    mut config: MountConfig,
     mountpoint: &MountPoint,
 ) -> Result<(Engine<EncryptedFs>, VaultLock)> {
+    if !config.read_only && backing_read_only(&config.backing_dir) {
+        log::warn!("fscrypt-fuse: backing directory is read-only: mounting read-only");
+        config.read_only = true;
+    }
     let options = config.options();
     session::check(&options, mountpoint)?;
     // Before the filesystem opens (and recovers) anything: one daemon per
@@ -187,8 +218,9 @@ pub fn mount_on(mut config: MountConfig, mountpoint: &MountPoint) -> Result<()> 
             config.backing_dir.display()
         ))
     })?;
+    let idle = config.idle;
     let (engine, _lock) = prepare(config, mountpoint)?;
-    session::serve(engine, mountpoint)
+    session::serve(engine, mountpoint, idle)
 }
 
 /// How long [`BackgroundMount::unmount`] waits for a busy mount.

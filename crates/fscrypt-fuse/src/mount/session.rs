@@ -12,6 +12,7 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::fuse::FuseAdapter;
 use crate::ring::Ring;
+use crate::stats::RequestStats;
 
 /// How a filesystem is mounted, whatever its back-end.
 #[derive(Debug, Clone)]
@@ -269,23 +270,32 @@ pub(super) fn new_session<F: fuser::Filesystem>(
 
 /// Serves `engine` at `mountpoint` until it is unmounted or the process
 /// gets SIGTERM, SIGINT or SIGHUP, which unmount cleanly.
-pub(crate) fn serve<B: Backend>(engine: Engine<B>, mountpoint: &MountPoint) -> Result<()> {
+/// With `idle`, it unmounts itself once idle that long (`idle.rs`).
+pub(crate) fn serve<B: Backend>(
+    engine: Engine<B>,
+    mountpoint: &MountPoint,
+    idle: Option<std::time::Duration>,
+) -> Result<()> {
     let Engine { adapter, ring, fc } = engine;
-    run(adapter, fc, mountpoint, Some(&ring))
+    let idle = idle.map(|d| (adapter.stats(), d));
+    run(adapter, fc, mountpoint, Some(&ring), idle)
 }
 
 /// Serves the fuser filesystem `adapter` at `mountpoint` ([`serve`]);
-/// `ring`: the mount's FUSE over io_uring, if it may have one.
+/// `ring`: the mount's FUSE over io_uring, if it may have one; `idle`: the
+/// mount's request counters and idle time, if it unmounts when idle.
 fn run<F: fuser::Filesystem>(
     adapter: F,
     fc: fuser::Config,
     mountpoint: &MountPoint,
     ring: Option<&Ring>,
+    idle: Option<(Arc<RequestStats>, std::time::Duration)>,
 ) -> Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    // Modes are exactly what the kernel passes: it has already applied the
-    // caller's umask (fuser does not ask for FUSE_DONT_MASK), so the
-    // daemon's own umask must not mask them a second time.
+    // Modes are exactly what the kernel passes, with the caller's umask
+    // applied (by the kernel, or with FUSE_DONT_MASK by `Ops::creation_mode`
+    // where no default ACL is): the daemon's own umask must not mask them a
+    // second time.
     rustix::process::umask(rustix::fs::Mode::empty());
     // Hold no directory busy, and let no relative path (a core file, say)
     // land in the caller's working directory. Every path is absolute now.
@@ -322,9 +332,23 @@ fn run<F: fuser::Filesystem>(
             }
         }
     });
+    // Closing `stop_idle` (dropping it) ends the idle watcher.
+    let (stop_idle, idle_watcher) = match idle {
+        Some((stats, idle)) => {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let mp = mountpoint.try_clone()?;
+            let t = std::thread::spawn(move || super::idle::watch(stats, idle, mp, rx));
+            (Some(tx), Some(t))
+        }
+        None => (None, None),
+    };
     let r = session.run();
     handle.close();
     let _ = waiter.join();
+    drop(stop_idle);
+    if let Some(t) = idle_watcher {
+        let _ = t.join();
+    }
     if let Some(ring) = ring {
         ring.join();
     }

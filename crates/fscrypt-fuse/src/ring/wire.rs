@@ -322,11 +322,11 @@ fn answer<B: Backend>(
             }
             FUSE_MKNOD => {
                 let m: fuse_mknod_in = arg(op)?;
-                Done::Entry(ops.mknod(i, name(args)?.0, m.mode, m.rdev, caller(h))?)
+                Done::Entry(ops.mknod(i, name(args)?.0, (m.mode, m.umask), m.rdev, caller(h))?)
             }
             FUSE_MKDIR => {
                 let m: fuse_mkdir_in = arg(op)?;
-                Done::Entry(ops.mkdir(i, name(args)?.0, m.mode, caller(h))?)
+                Done::Entry(ops.mkdir(i, name(args)?.0, (m.mode, m.umask), caller(h))?)
             }
             FUSE_UNLINK => Done::Empty(ops.unlink(i, name(args)?.0)?),
             FUSE_RMDIR => Done::Empty(ops.rmdir(i, name(args)?.0)?),
@@ -411,7 +411,13 @@ fn answer<B: Backend>(
             FUSE_ACCESS => Done::Empty(ops.access()?),
             FUSE_CREATE => {
                 let c: fuse_create_in = arg(op)?;
-                let r = ops.create(i, name(args)?.0, c.mode, c.flags as i32, caller(h))?;
+                let r = ops.create(
+                    i,
+                    name(args)?.0,
+                    (c.mode, c.umask),
+                    c.flags as i32,
+                    caller(h),
+                )?;
                 let (a, fh, open) = r;
                 Done::Create(a, fh, open.bits())
             }
