@@ -50,18 +50,23 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Whether listings are served as READDIRPLUS ([`Backend::readdirplus`]
     /// implemented; INIT then asks for FUSE_DO_READDIRPLUS).
     const READDIRPLUS: bool = false;
-    /// Whether POSIX ACLs are served ([`Backend::getxattr`] and the other
-    /// xattr calls take `system.posix_acl_access` and
-    /// `system.posix_acl_default`, a missing one is [`Error::NoXattr`], and
-    /// setting an access ACL updates the mode): INIT then asks for
-    /// FUSE_POSIX_ACL, and the kernel checks, caches and inherits ACLs.
-    const POSIX_ACL: bool = false;
 
     /// How long the kernel may cache attributes, names and absent names
     /// for this mount: [`Backend::TTL`] unless the back-end's options say
     /// otherwise (a vault on shared storage: zero).
     fn ttl(&self) -> Duration {
         Self::TTL
+    }
+
+    /// Whether POSIX ACLs are served ([`Backend::getxattr`] and the other
+    /// xattr calls take `system.posix_acl_access` and
+    /// `system.posix_acl_default`, a missing one is [`Error::NoXattr`], and
+    /// setting an access ACL updates the mode): INIT then asks for
+    /// FUSE_POSIX_ACL, and the kernel checks, caches and inherits ACLs.
+    /// Off by default: the kernel then asks for every entry's ACL when
+    /// `ls -l` lists it (one GETXATTR per entry, bench/RESULTS.md).
+    fn posix_acl(&self) -> bool {
+        false
     }
 
     /// A plaintext-free description of inode `i` for a failure's log line

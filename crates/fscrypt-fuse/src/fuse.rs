@@ -186,7 +186,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         // as POSIX.1e wants. One GETXATTR per inode on its first permission
         // check that needs the ACL (cached until its attributes are
         // refreshed).
-        if B::POSIX_ACL
+        if self.ops.posix_acl()
             && config
                 .add_capabilities(fuser::InitFlags::FUSE_POSIX_ACL)
                 .is_ok()

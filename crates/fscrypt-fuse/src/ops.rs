@@ -101,6 +101,11 @@ impl<B: Backend> Ops<B> {
         self.fs.ttl()
     }
 
+    /// Whether the back-end serves POSIX ACLs ([`Backend::posix_acl`]).
+    pub(crate) fn posix_acl(&self) -> bool {
+        self.fs.posix_acl()
+    }
+
     /// The operations of `fs`, counted in `stats`.
     pub(crate) fn new(fs: B, stats: Arc<RequestStats>) -> Ops<B> {
         Ops {

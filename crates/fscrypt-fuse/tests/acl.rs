@@ -56,7 +56,9 @@ fn acls_are_kept_enforced_and_inherited() {
     {
         return;
     }
-    let v = Vault::new("acl");
+    let mut v = Vault::new("acl");
+    v.acl = true;
+    v.remount(true);
     let m = v.mnt.path();
     std::fs::set_permissions(m, PermissionsExt::from_mode(0o755)).unwrap();
 
@@ -217,7 +219,6 @@ fn acls_are_kept_enforced_and_inherited() {
 
     // Still there after a remount (kept by the vault, not a kernel cache).
     drop(outside);
-    let mut v = v;
     v.remount(true);
     let acl = getfacl(&v.p("cp-a"));
     assert_eq!(acl, want);

@@ -63,6 +63,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         dev: true,
         fs_name: "fscrypt-test".into(),
         shared_storage: false,
+        acl: false,
         io_uring: true,
         idle: None,
     }
@@ -93,6 +94,8 @@ pub struct Vault {
     pub backing: TempDir,
     /// The root directory's policy.
     pub policy: PolicyV2,
+    /// Mount with POSIX ACLs (`-o acl`).
+    pub acl: bool,
 }
 
 impl Vault {
@@ -118,6 +121,7 @@ impl Vault {
             mnt,
             backing,
             policy,
+            acl: false,
         };
         v.remount(true);
         v
@@ -125,7 +129,10 @@ impl Vault {
 
     /// The configuration of this vault's mounts.
     pub fn config(&self, unlocked: bool) -> MountConfig {
-        mount_config(self.backing.path(), self.policy, unlocked)
+        MountConfig {
+            acl: self.acl,
+            ..mount_config(self.backing.path(), self.policy, unlocked)
+        }
     }
 
     /// (Re)mounts, with the key or locked.

@@ -81,7 +81,10 @@ pub struct Args {
     /// and of dev/nodev wins), noexec (or exec, the default), nonempty,
     /// sharedstorage (other mounts, e.g. other machines on one NAS, may
     /// serve the vault at the same time: names and attributes are not
-    /// cached, see README "Sharing a vault between machines"), io_uring or noio_uring (serve
+    /// cached, see README "Sharing a vault between machines"), acl (POSIX
+    /// ACLs: setfacl, getfacl, cp -a and rsync -A keep them, the kernel
+    /// enforces them; off by default because ls -l then costs one request
+    /// per entry), io_uring or noio_uring (serve
     /// through FUSE over io_uring where the kernel offers it, or not; the
     /// default is io_uring for root, /dev/fuse for everyone else),
     /// fsname=NAME, idle=DURATION (as --idle),
@@ -147,6 +150,8 @@ pub struct MountOptions {
     /// `sharedstorage`: other mounts may serve the vault at the same time
     /// (two machines on one NAS or synced folder).
     pub shared_storage: bool,
+    /// `acl`: POSIX ACLs (gocryptfs `-acl`).
+    pub acl: bool,
     /// `io_uring` (`Some(true)`) or `noio_uring` (`Some(false)`); neither:
     /// FUSE over io_uring for root's mounts only ([`MountOptions::use_io_uring`]).
     pub io_uring: Option<bool>,
@@ -209,6 +214,7 @@ impl MountOptions {
                 None if word == "noexec" => o.noexec = true,
                 None if word == "nonempty" => o.nonempty = true,
                 None if word == "sharedstorage" => o.shared_storage = true,
+                None if word == "acl" => o.acl = true,
                 None if word == "io_uring" => {
                     uring_words.0 = true;
                     o.io_uring = Some(true);
@@ -233,7 +239,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, io_uring, noio_uring, fsname=NAME, idle=DURATION, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, acl, io_uring, noio_uring, fsname=NAME, idle=DURATION, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
                 ),
             }
         }
@@ -307,6 +313,9 @@ impl MountOptions {
         }
         if self.shared_storage {
             w.push("sharedstorage".to_owned());
+        }
+        if self.acl {
+            w.push("acl".to_owned());
         }
         match self.io_uring {
             Some(true) => w.push("io_uring".to_owned()),
@@ -719,6 +728,7 @@ fn run_mount(
         dev: opts.dev,
         noexec: opts.noexec,
         shared_storage: opts.shared_storage,
+        acl: opts.acl,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
         idle: opts.idle,
     };
@@ -908,9 +918,9 @@ mod tests {
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
         assert_eq!(o.to_words(), w("ro,allow_other,suid,dev,fsname=v"));
-        let o = MountOptions::parse(&w("sharedstorage,rw"), false).unwrap();
-        assert!(o.shared_storage);
-        assert_eq!(o.to_words(), w("sharedstorage"));
+        let o = MountOptions::parse(&w("sharedstorage,rw,acl"), false).unwrap();
+        assert!(o.shared_storage && o.acl);
+        assert_eq!(o.to_words(), w("sharedstorage,acl"));
         let o = MountOptions::parse(&w("passfile=/p"), false).unwrap();
         assert_eq!(o.passfile.as_deref(), Some(Path::new("/p")));
         assert_eq!(o.to_words(), Vec::<String>::new());

@@ -67,12 +67,16 @@ impl Backend for EncryptedFs {
     /// for listings.
     const TTL: Duration = Duration::from_secs(1);
     const READDIRPLUS: bool = true;
-    /// ACLs are xattrs of the backing objects (`fs/xattr.rs`).
-    const POSIX_ACL: bool = true;
 
     /// Zero on shared storage (`-o sharedstorage`): another mount changes
     /// the backing directory at any time, so the kernel asks each time, as
     /// gocryptfs's `-sharedstorage` has it.
+    /// With `-o acl` (gocryptfs's `-acl`): ACLs are xattrs of the backing
+    /// objects (`fs/xattr.rs`).
+    fn posix_acl(&self) -> bool {
+        self.acl()
+    }
+
     fn ttl(&self) -> Duration {
         match self.sharing() {
             Sharing::Exclusive => Self::TTL,

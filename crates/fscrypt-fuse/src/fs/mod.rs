@@ -107,6 +107,8 @@ pub struct FsOptions {
     pub read_only: bool,
     /// Whether other mounts may serve the same backing directory.
     pub sharing: Sharing,
+    /// Serve POSIX ACLs (`-o acl`, see [`crate::Backend::posix_acl`]).
+    pub acl: bool,
 }
 
 /// Whether other mounts serve the vault's backing directory beside this
@@ -318,6 +320,11 @@ impl EncryptedFs {
     /// Whether other mounts serve the backing directory too.
     pub fn sharing(&self) -> Sharing {
         self.opts.sharing
+    }
+
+    /// Whether POSIX ACLs are served (`-o acl`).
+    pub fn acl(&self) -> bool {
+        self.opts.acl
     }
 
     /// On shared storage, hands over a duplicate of the vault lock's

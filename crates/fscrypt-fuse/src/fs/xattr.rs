@@ -49,8 +49,8 @@ impl EncryptedFs {
         }
     }
 
-    pub(super) fn check_xattr_name(name: &OsStr) -> Result<()> {
-        if served(name.as_bytes()) {
+    pub(super) fn check_xattr_name(&self, name: &OsStr) -> Result<()> {
+        if served(name.as_bytes(), self.acl()) {
             Ok(())
         } else {
             Err(Error::NotSupported)
@@ -64,7 +64,7 @@ impl EncryptedFs {
     /// filesystem has no ACLs), backing errors.
     pub fn setxattr(&self, ino: InodeNo, name: &OsStr, value: &[u8], flags: i32) -> Result<()> {
         self.writable()?;
-        Self::check_xattr_name(name)?;
+        self.check_xattr_name(name)?;
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
         self.stat_changeable(&inode, &loc)?;
@@ -94,10 +94,10 @@ impl EncryptedFs {
     /// # Errors
     /// `ENODATA`, `ERANGE`, `EOPNOTSUPP`, backing errors.
     pub fn getxattr(&self, ino: InodeNo, name: &OsStr, size: u32) -> Result<Vec<u8>> {
-        let acl = is_acl(name.as_bytes());
-        if !acl && !name.as_bytes().starts_with(b"user.") {
+        if !served(name.as_bytes(), self.acl()) {
             return Err(Error::NotSupported);
         }
+        let acl = is_acl(name.as_bytes());
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
         let mut buf = vec![0u8; if size == 0 { 65536 } else { size as usize }];
@@ -152,7 +152,7 @@ impl EncryptedFs {
         )?;
         let mut out = Vec::new();
         for name in buf[..n].split(|&b| b == 0) {
-            if served(name) {
+            if served(name, self.acl()) {
                 out.extend_from_slice(name);
                 out.push(0);
             }
@@ -166,7 +166,7 @@ impl EncryptedFs {
     /// `ENODATA`, `EOPNOTSUPP`, backing errors.
     pub fn removexattr(&self, ino: InodeNo, name: &OsStr) -> Result<()> {
         self.writable()?;
-        Self::check_xattr_name(name)?;
+        self.check_xattr_name(name)?;
         let inode = self.inode(ino)?;
         let loc = self.loc(&inode)?;
         self.stat_changeable(&inode, &loc)?;
@@ -187,9 +187,11 @@ fn is_acl(name: &[u8]) -> bool {
     ACL_NAMES.contains(&name)
 }
 
-/// Whether the vault serves the xattr `name`: `user.*` and the ACLs.
-fn served(name: &[u8]) -> bool {
-    name.starts_with(b"user.") || is_acl(name)
+/// Whether the vault serves the xattr `name`: `user.*`, and the ACLs on a
+/// mount with `-o acl` (without it they get EOPNOTSUPP at once, which
+/// also stops GNU `ls -l` asking for every entry's ACL).
+fn served(name: &[u8], acl: bool) -> bool {
+    name.starts_with(b"user.") || (acl && is_acl(name))
 }
 
 #[cfg(test)]
@@ -198,9 +200,10 @@ mod tests {
 
     #[test]
     fn user_xattrs_and_the_two_acls_are_served() {
-        assert!(served(b"user.x"));
-        assert!(served(b"system.posix_acl_access") && is_acl(b"system.posix_acl_access"));
-        assert!(served(b"system.posix_acl_default") && is_acl(b"system.posix_acl_default"));
+        assert!(served(b"user.x", false) && served(b"user.x", true));
+        for acl in [&b"system.posix_acl_access"[..], b"system.posix_acl_default"] {
+            assert!(is_acl(acl) && served(acl, true) && !served(acl, false));
+        }
         for other in [
             &b"system.posix_acl_accessx"[..],
             b"system.nfs4_acl",
@@ -208,7 +211,7 @@ mod tests {
             b"security.selinux",
             b"trusted.overlay.opaque",
         ] {
-            assert!(!served(other) && !is_acl(other));
+            assert!(!served(other, true) && !is_acl(other));
         }
     }
 }

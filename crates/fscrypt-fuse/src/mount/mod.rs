@@ -64,6 +64,10 @@ pub struct MountConfig {
     /// synced folder) may serve the same backing directory at the same
     /// time; see [`Sharing`](crate::Sharing).
     pub shared_storage: bool,
+    /// `-o acl` (gocryptfs's `-acl`): POSIX ACLs, kept as the backing
+    /// objects' own ACLs and enforced by the kernel; off by default, since
+    /// the kernel then asks for each entry's ACL when `ls -l` lists it.
+    pub acl: bool,
     /// Serve through FUSE over io_uring when the kernel offers it (Linux
     /// 6.14+, after root enabled `/sys/module/fuse/parameters/
     /// enable_uring`): one queue and serving thread per CPU, so that a
@@ -94,6 +98,7 @@ impl std::fmt::Debug for MountConfig {
             .field("noexec", &self.noexec)
             .field("fs_name", &self.fs_name)
             .field("shared_storage", &self.shared_storage)
+            .field("acl", &self.acl)
             .field("io_uring", &self.io_uring)
             .field("idle", &self.idle)
             .finish()
@@ -172,6 +177,7 @@ fn prepare(
         FsOptions {
             read_only: config.read_only,
             sharing,
+            acl: config.acl,
         },
     )?;
     if sharing == Sharing::SharedAlone {
