@@ -81,7 +81,12 @@ impl VaultLock {
     /// # Errors
     /// [`LockError::Open`], [`LockError::Lock`].
     pub fn try_acquire(backing_dir: &Path) -> Result<Option<VaultLock>, LockError> {
-        let fd = rustix::fs::open(
+        Self::lock(Self::open_root(backing_dir)?, backing_dir)
+    }
+
+    /// Opens the backing root to lock, without following a symlink.
+    fn open_root(backing_dir: &Path) -> Result<OwnedFd, LockError> {
+        rustix::fs::open(
             backing_dir,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
@@ -89,8 +94,7 @@ impl VaultLock {
         .map_err(|e| LockError::Open {
             path: backing_dir.to_owned(),
             source: io(e),
-        })?;
-        Self::lock(fd, backing_dir)
+        })
     }
 
     /// Takes the lock on the backing root the caller opened already
@@ -158,15 +162,7 @@ impl VaultLock {
     pub fn acquire_shared(backing_dir: &Path) -> Result<VaultLock, LockError> {
         let start = std::time::Instant::now();
         loop {
-            let fd = rustix::fs::open(
-                backing_dir,
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|e| LockError::Open {
-                path: backing_dir.to_owned(),
-                source: io(e),
-            })?;
+            let fd = Self::open_root(backing_dir)?;
             if let Some(l) = Self::lock_as(fd, backing_dir, FlockOperation::NonBlockingLockShared)?
             {
                 return Ok(l);
