@@ -99,12 +99,32 @@ fn usage_error(msg: Option<&str>) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The arguments after `crypt` as given: clap drops a `--` that comes
+/// first (it ends clap's own options), but for getopt it is an argument like
+/// any other (`crypt -- --help` has one operand, `--help`). Everything clap
+/// captured is the tail of the process's arguments, so the element before
+/// that tail tells.
+fn with_leading_dashdash(captured: Vec<OsString>) -> Vec<OsString> {
+    let raw: Vec<OsString> = std::env::args_os().collect();
+    let before = raw.len().checked_sub(captured.len() + 1);
+    let tail_matches = raw.ends_with(&captured);
+    match before.map(|i| &raw[i]) {
+        Some(dd) if tail_matches && dd == "--" => {
+            let mut v = Vec::with_capacity(captured.len() + 1);
+            v.push(OsString::from("--"));
+            v.extend(captured);
+            v
+        }
+        _ => captured,
+    }
+}
+
 /// Runs `fscrypt-rs crypt`.
 ///
 /// # Errors
 /// A refused value or combination, or an I/O failure (status 1, one line).
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    let o = match options::parse(&args.argv) {
+    let o = match options::parse(&with_leading_dashdash(args.argv)) {
         Ok(o) => o,
         Err(Stop::Help) => {
             print!("{HELP}");
