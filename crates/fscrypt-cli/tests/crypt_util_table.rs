@@ -37,7 +37,8 @@ fn check(case: &Value) -> Option<String> {
         .map(|a| a.as_str().expect("string arg"))
         .collect();
     let n = case["stdin_len"].as_u64().expect("stdin_len") as usize;
-    let out = test_support::run::output(Command::new(BIN).arg("crypt").args(&args), &stdin_bytes(n));
+    let out =
+        test_support::run::output(Command::new(BIN).arg("crypt").args(&args), &stdin_bytes(n));
     let want = case["status"].as_i64().expect("status") as i32;
     let got = out.status.code().unwrap_or(-1);
     if got != want {

@@ -188,7 +188,7 @@ pub fn min_input_size(cipher: &ModeInfo) -> usize {
 /// [`CryptUtilError::UnitNotBlockMultiple`].
 pub fn check_unit_len(cipher: &ModeInfo, len: usize) -> Result<(), CryptUtilError> {
     let blocks_only = cipher.mode == EncryptionMode::AES_128_CBC || cipher.algorithm.is_xts();
-    if (blocks_only && len % 16 != 0) || len < min_input_size(cipher) {
+    if (blocks_only && !len.is_multiple_of(16)) || len < min_input_size(cipher) {
         return Err(CryptUtilError::UnitNotBlockMultiple {
             cipher: cipher.cipher_name,
             len,

@@ -34,7 +34,7 @@ const USAGE: &str = "fscrypt-rs crypt [OPTION]... [CIPHER | --dump-key-identifie
 
 /// `--help` (stdout, exit 0) and `fscrypt-rs help crypt`.
 const HELP: &str = "\
-En/decrypt stdin to stdout the way Linux fscrypt does, as xfstests' \
+En/decrypt stdin to stdout the way Linux fscrypt does, as xfstests'
 src/fscrypt-crypt-util does: same options, output bytes and exit status.
 
 Usage: fscrypt-rs crypt [OPTION]... [CIPHER | --dump-key-identifier] MASTER_KEY
@@ -76,7 +76,12 @@ this help differs.
 /// Arguments of `fscrypt-rs crypt`: everything after `crypt`, parsed by this
 /// command itself with the reference's getopt_long rules (see [`HELP`]).
 #[derive(clap::Args, Debug)]
-#[command(disable_help_flag = true, override_usage = USAGE, override_help = HELP)]
+#[command(
+    disable_help_flag = true,
+    override_usage = USAGE,
+    override_help = HELP,
+    after_long_help = HELP
+)]
 pub struct Args {
     /// OPTIONS, CIPHER and MASTER_KEY, in any order (`fscrypt-rs crypt
     /// --help`).

@@ -314,7 +314,7 @@ fn strtou64(s: &str) -> CNumber {
 /// The reference's `hex2bin`: an even number of hex digits (either case), at
 /// most `max` bytes; `None` otherwise.
 pub fn hex2bin(s: &str, max: usize) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.len() / 2 > max {
+    if !s.len().is_multiple_of(2) || s.len() / 2 > max {
         return None;
     }
     hex::decode(s).ok()
