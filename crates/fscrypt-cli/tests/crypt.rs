@@ -251,27 +251,27 @@ fn streams_partial_last_unit() {
     assert!(out16[..3 << 20] == want[..3 << 20]);
 }
 
+/// The reference's exit statuses: 2 only for a malformed command line
+/// (getopt's errors, operand count), 1 for every refused value or
+/// combination, whichever fault comes first (exhaustively in
+/// `crypt_util_table.rs`; these name the rules).
 #[test]
-fn usage_errors_exit_2_and_preconditions_exit_1() {
+fn usage_errors_exit_2_and_refusals_exit_1() {
     let key = "00".repeat(64);
+    let k = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
     let cases_2: Vec<Vec<String>> = vec![
         vec![],
-        vec!["AES-256-XTS".into()],
-        vec!["--no-such-option".into(), "AES-256-XTS".into(), key.clone()],
-        vec!["--padding=3".into(), "AES-256-XTS".into(), key.clone()],
-        vec![
-            "--data-unit-size=0".into(),
-            "AES-256-XTS".into(),
-            key.clone(),
-        ],
-        vec!["--kdf=SHA1".into(), "AES-256-XTS".into(), key.clone()],
-        vec!["--mode-num=256".into(), "AES-256-XTS".into(), key.clone()],
-        vec![
-            "--file-nonce=abcd".into(),
-            "AES-256-XTS".into(),
-            key.clone(),
-        ],
-        vec!["AES-256-XTS".into(), key.clone(), "extra".into()],
+        k(&["AES-256-XTS"]),
+        k(&["--no-such-option", "AES-256-XTS", &key]),
+        k(&["--d", "AES-256-XTS", &key]),
+        k(&["--decrypt=yes", "AES-256-XTS", &key]),
+        k(&["AES-256-XTS", &key, "--padding"]),
+        k(&["-x", "AES-256-XTS", &key]),
+        k(&["AES-256-XTS", &key, "extra"]),
+        k(&["--", "--", "AES-256-XTS", &key]),
+        k(&["--", "--help"]),
+        k(&["--dump-key-identifier", "AES-256-XTS", &key]),
+        k(&["--bogus", "--padding=3", "AES-256-XTS", &key]),
     ];
     for args in &cases_2 {
         let out = run(args, b"x");
@@ -284,21 +284,31 @@ fn usage_errors_exit_2_and_preconditions_exit_1() {
         assert!(out.stdout.is_empty());
     }
     let cases_1: Vec<Vec<String>> = vec![
-        vec!["NO-SUCH-CIPHER".into(), key.clone()],
-        vec!["AES-256-XTS".into(), "00".repeat(32)],
-        vec!["AES-256-XTS".into(), "0g".into()],
-        vec![
-            "--kdf=AES-128-ECB".into(),
-            "AES-256-XTS".into(),
-            key.clone(),
-        ],
-        vec!["--iv-ino-lblk-64".into(), "AES-256-XTS".into(), key.clone()],
-        vec!["--dump-key-identifier".into(), key.clone()],
-        vec![
-            "--data-unit-size=8".into(),
-            "AES-256-CTS-CBC".into(),
-            key.clone(),
-        ],
+        k(&["--padding=3", "AES-256-XTS", &key]),
+        k(&["--padding=0", "AES-256-XTS", &key]),
+        k(&["--padding=3", "--bogus", "AES-256-XTS", &key]),
+        k(&["--data-unit-size=0", "AES-256-XTS", &key]),
+        k(&["--kdf=SHA1", "AES-256-XTS", &key]),
+        k(&["--mode-num=256", "AES-256-XTS", &key]),
+        k(&["--file-nonce=abcd", "AES-256-XTS", &key]),
+        k(&["NO-SUCH-CIPHER", &key]),
+        k(&["AES-256-XTS", &"00".repeat(32)]),
+        k(&["AES-256-XTS", "0g"]),
+        k(&["--kdf=AES-128-ECB", "AES-256-XTS", &key]),
+        k(&[
+            "--kdf=AES-128-ECB",
+            "--direct-key",
+            "--file-nonce=00000000000000000000000000000000",
+            "AES-256-XTS",
+            &key,
+        ]),
+        k(&["--direct-key", "--iv-ino-lblk-64", "AES-256-XTS", &key]),
+        k(&["--iv-ino-lblk-32", "--inode-number=1", "AES-256-XTS", &key]),
+        k(&["--iv-ino-lblk-64", "AES-256-XTS", &key]),
+        k(&["--dump-key-identifier", &key]),
+        k(&["--dump-key-identifier", "--kdf=HKDF-SHA512", ""]),
+        k(&["--data-unit-size=8", "AES-256-CTS-CBC", &key]),
+        k(&["--data-unit-size=100", "AES-256-XTS", &key]),
     ];
     for args in &cases_1 {
         let out = run(args, b"x");
@@ -308,9 +318,83 @@ fn usage_errors_exit_2_and_preconditions_exit_1() {
             "{args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(!out.stderr.is_empty());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{args:?}: one-line reason: {err}"
+        );
     }
-    let help = run(&["--help".to_string()], b"");
-    assert_eq!(help.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&help.stdout).contains("--data-unit-size"));
+    for help in [k(&["--help"]), k(&["--he", "--padding=3"])] {
+        let out = run(&help, b"");
+        assert_eq!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("--data-unit-size"));
+    }
+}
+
+/// What the reference accepts that we used to refuse: IV_INO_LBLK_64 and
+/// DIRECT_KEY without HKDF (the master key is the key), a weak (equal
+/// halves) XTS key, abbreviated options, and `strtoul`'s leniency.
+#[test]
+fn reference_leniencies_are_accepted() {
+    let mk: Vec<u8> = (0u8..64).collect();
+    let key = hex::encode(&mk);
+    let input = [0x42u8; 40];
+    // IV_INO_LBLK_64 with --kdf=none: IV = index (32 bits) || inode number.
+    let out = ok(
+        &[
+            "--iv-ino-lblk-64".into(),
+            "--inode-number=7".into(),
+            "--data-unit-size=16".into(),
+            "AES-256-XTS".into(),
+            key.clone(),
+        ],
+        &input[..32],
+    );
+    let k = fscrypt_crypto::PreparedKey::new(fscrypt_crypto::Algorithm::Aes256Xts, &mk).unwrap();
+    let mut want = input[..32].to_vec();
+    for (i, unit) in want.chunks_mut(16).enumerate() {
+        let mut iv = [0u8; 16];
+        iv[..4].copy_from_slice(&(i as u32).to_le_bytes());
+        iv[4..8].copy_from_slice(&7u32.to_le_bytes());
+        k.encrypt(&iv, unit).unwrap();
+    }
+    assert_eq!(out, want);
+    // Abbreviations, `--opt VALUE`, operands first, an empty index (0).
+    let a = ok(
+        &[
+            "AES-256-XTS".into(),
+            key.clone(),
+            "--data-unit-s".into(),
+            "16".into(),
+            "--data-unit-index=".into(),
+            "--iv-ino-lblk-6".into(),
+            "--inode".into(),
+            " +7".into(),
+        ],
+        &input[..32],
+    );
+    assert_eq!(a, want);
+    // A weak XTS key: the reference encrypts with it.
+    let weak = ok(&["AES-256-XTS".into(), "00".repeat(64)], &input);
+    assert_eq!(weak.len(), 4096);
+}
+
+/// A unit the cipher refuses stops the run with status 1 after the units
+/// before it were written, as the reference's assertion does.
+#[test]
+fn refused_unit_keeps_earlier_output() {
+    let key = hex::encode((0u8..64).collect::<Vec<u8>>());
+    let args = [
+        "--data-unit-size=32",
+        "--padding=4",
+        "AES-256-XTS",
+        key.as_str(),
+    ]
+    .map(String::from);
+    let out = run(&args, &[7u8; 40]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.stdout.len(), 32);
+    let whole = ok(&args, &[7u8; 32]);
+    assert_eq!(out.stdout, whole);
 }

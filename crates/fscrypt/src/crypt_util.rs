@@ -9,7 +9,7 @@
 //! keys, IVs and lengths. Errors carry the tool's wording so scripts see
 //! familiar messages.
 
-use fscrypt_crypto::PreparedKey;
+use fscrypt_crypto::{CipherKey, Error as CryptoError, PreparedKey, SecretBox, registry};
 use zeroize::Zeroizing;
 
 use crate::context::NONCE_SIZE;
@@ -48,7 +48,9 @@ impl core::str::FromStr for Kdf {
     }
 }
 
-/// A failed precondition of the tool (it exits with status 1 on these).
+/// A refusal of the tool: it exits with status 1 on every one of these,
+/// including the conditions the reference tool only catches with an internal
+/// assertion (its `ASSERT`, which also exits 1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CryptUtilError {
@@ -68,6 +70,10 @@ pub enum CryptUtilError {
         /// Given bytes.
         have: usize,
     },
+    /// HKDF-SHA512 over an empty master key (the reference asserts
+    /// `ikmlen > 0`).
+    #[error("--kdf=HKDF-SHA512 needs a non-empty master key")]
+    EmptyMasterKey,
     /// An option is required by another one.
     #[error("{option} requires {requirement}")]
     Requires {
@@ -76,9 +82,19 @@ pub enum CryptUtilError {
         /// What it needs.
         requirement: &'static str,
     },
-    /// `--iv-ino-lblk-64` together with `--iv-ino-lblk-32`.
-    #[error("--iv-ino-lblk-64 and --iv-ino-lblk-32 are mutually exclusive")]
-    LblkExclusive,
+    /// More than one of `--direct-key`, `--iv-ino-lblk-64`,
+    /// `--iv-ino-lblk-32`.
+    #[error(
+        "Conflicting IV methods specified (use at most one of --direct-key, --iv-ino-lblk-64, \
+         --iv-ino-lblk-32)"
+    )]
+    ConflictingIvMethods,
+    /// `--kdf=AES-128-ECB` with an IV method option.
+    #[error(
+        "--kdf=AES-128-ECB is incompatible with IV method options (drop --direct-key / \
+         --iv-ino-lblk-*, or use --kdf=none or HKDF-SHA512)"
+    )]
+    EcbWithIvMethod,
     /// An IV_INO_LBLK value above 32 bits.
     #[error("{option} can't use {what} > UINT32_MAX")]
     Over32Bits {
@@ -100,6 +116,18 @@ pub enum CryptUtilError {
         size: usize,
         /// Cipher name.
         cipher: &'static str,
+    },
+    /// A unit of a length the cipher cannot take (XTS and CBC-ESSIV: whole
+    /// 16-byte blocks only; the reference asserts on it).
+    #[error(
+        "{cipher} can't en/decrypt a {len}-byte unit: it needs a multiple of 16 bytes \
+         (choose --data-unit-size and --padding accordingly)"
+    )]
+    UnitNotBlockMultiple {
+        /// Cipher name.
+        cipher: &'static str,
+        /// Unit length in bytes.
+        len: usize,
     },
     /// The crypto or format layer failed.
     #[error(transparent)]
@@ -142,14 +170,31 @@ pub fn cipher_by_name(name: &str) -> Option<&'static ModeInfo> {
     EncryptionMode::from_cipher_name(name).and_then(|m| m.info())
 }
 
-/// The smallest message the tool passes to `cipher` (16 for every fscrypt
-/// cipher except AES-128-CBC-ESSIV, which only needs whole blocks).
+/// The smallest message the tool passes to `cipher`: 0 for the XTS modes
+/// and AES-128-CBC-ESSIV (they are only refused per unit, when a unit is not
+/// whole blocks), 16 for the others (the reference tool's `min_input_size`).
 pub fn min_input_size(cipher: &ModeInfo) -> usize {
-    if cipher.mode == EncryptionMode::AES_128_CBC {
+    if cipher.mode == EncryptionMode::AES_128_CBC || cipher.algorithm.is_xts() {
         0
     } else {
         16
     }
+}
+
+/// Whether `cipher` can en/decrypt a unit of `len` bytes (XTS and
+/// CBC-ESSIV: whole 16-byte blocks; the others: at least 16 bytes).
+///
+/// # Errors
+/// [`CryptUtilError::UnitNotBlockMultiple`].
+pub fn check_unit_len(cipher: &ModeInfo, len: usize) -> Result<(), CryptUtilError> {
+    let blocks_only = cipher.mode == EncryptionMode::AES_128_CBC || cipher.algorithm.is_xts();
+    if (blocks_only && !len.is_multiple_of(16)) || len < min_input_size(cipher) {
+        return Err(CryptUtilError::UnitNotBlockMultiple {
+            cipher: cipher.cipher_name,
+            len,
+        });
+    }
+    Ok(())
 }
 
 /// How many bytes one unit is en/decrypted as, given `read` input bytes
@@ -178,7 +223,8 @@ pub fn crypt_len(
 ///
 /// # Errors
 /// [`CryptUtilError::Requires`] unless `kdf` is HKDF-SHA512;
-/// [`CryptUtilError::HwKdfKeySize`]; [`CryptUtilError::MasterKeyTooLong`].
+/// [`CryptUtilError::EmptyMasterKey`]; [`CryptUtilError::HwKdfKeySize`];
+/// [`CryptUtilError::MasterKeyTooLong`].
 pub fn key_identifier(
     master_key: &[u8],
     params: &CryptUtilParams,
@@ -189,6 +235,9 @@ pub fn key_identifier(
             option: "--dump-key-identifier",
             requirement: "--kdf=HKDF-SHA512",
         });
+    }
+    if secret.is_empty() {
+        return Err(CryptUtilError::EmptyMasterKey);
     }
     let ctx = if params.enable_hw_kdf {
         HkdfContext::KeyIdentifierForHwWrappedKey
@@ -217,13 +266,71 @@ fn software_secret(
     }
 }
 
+/// The real key of a run, prepared by the selected implementation. An XTS
+/// key whose halves are equal is refused by [`PreparedKey`] (the kernel
+/// forbids it) but accepted by the reference tool, so the tool keys it
+/// through the implementation directly.
+enum ToolKey {
+    Prepared(PreparedKey),
+    Unchecked(SecretBox<dyn CipherKey>),
+}
+
+impl ToolKey {
+    fn new(cipher: &'static ModeInfo, key: &[u8]) -> Result<Self, CryptUtilError> {
+        match PreparedKey::new(cipher.algorithm, key) {
+            Ok(k) => Ok(ToolKey::Prepared(k)),
+            Err(CryptoError::WeakKey { .. }) => {
+                // The selected implementation first, then the others that
+                // pass their self-test, by priority (an FFI backend may
+                // refuse equal halves itself).
+                let reg = registry::default_registry();
+                let selected = reg.select(cipher.algorithm).map_err(Error::from)?;
+                let mut others: Vec<&registry::Implementation> = reg
+                    .implementations()
+                    .filter(|i| i.algorithm == cipher.algorithm && i.name != selected.name)
+                    .filter(|i| {
+                        i.properties.intersection(reg.refused()).is_empty()
+                            && reg.self_test(i.name).is_some_and(|st| st.passed())
+                    })
+                    .collect();
+                others.sort_by_key(|i| core::cmp::Reverse(i.priority));
+                let mut last = None;
+                for imp in core::iter::once(selected).chain(others) {
+                    match (imp.new_key)(key) {
+                        Ok(k) => {
+                            fscrypt_crypto::scrub_stack();
+                            return Ok(ToolKey::Unchecked(k));
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                fscrypt_crypto::scrub_stack();
+                Err(Error::from(last.unwrap_or(CryptoError::NoImplementation {
+                    algorithm: cipher.algorithm,
+                }))
+                .into())
+            }
+            Err(e) => Err(Error::from(e).into()),
+        }
+    }
+
+    fn crypt(&self, iv: &[u8], data: &mut [u8], decrypt: bool) -> Result<(), CryptoError> {
+        match (self, decrypt) {
+            (ToolKey::Prepared(k), false) => k.encrypt(iv, data),
+            (ToolKey::Prepared(k), true) => k.decrypt(iv, data),
+            (ToolKey::Unchecked(k), false) => k.encrypt(iv, data),
+            (ToolKey::Unchecked(k), true) => k.decrypt(iv, data),
+        }
+    }
+}
+
 /// A prepared `fscrypt-rs crypt` run: the real key and the IV of the next
 /// unit. Each [`UnitCrypter::crypt_unit`] call processes one unit and steps
 /// the IV's index field (64-bit, or 32-bit wrapping for IV_INO_LBLK_*), exactly
 /// like the tool.
 pub struct UnitCrypter {
     cipher: &'static ModeInfo,
-    key: PreparedKey,
+    key: ToolKey,
     iv: [u8; MAX_IV_SIZE],
     index_32bit: bool,
 }
@@ -240,51 +347,36 @@ impl core::fmt::Debug for UnitCrypter {
 impl UnitCrypter {
     /// Derives the real key and the first IV from the master key and the
     /// options (the tool's `get_key_and_iv()`), checking every option
-    /// dependency the tool checks, in the same order.
+    /// dependency the tool checks, in the same order: at most one IV method;
+    /// none with AES-128-ECB; then the key derivation's needs (inline
+    /// encryption key, key length, nonce, mode number, UUID); then the IV's
+    /// (nonce for `--direct-key`; 32-bit index and inode number for
+    /// IV_INO_LBLK_*; HKDF-SHA512 for IV_INO_LBLK_32's inode hash).
+    /// `--iv-ino-lblk-64` and `--direct-key` work with every KDF but
+    /// AES-128-ECB, as in the tool.
     ///
     /// # Errors
-    /// Every [`CryptUtilError`] precondition; [`Error::Crypto`] if the
-    /// provider refuses the key (e.g. XTS halves equal).
+    /// Every [`CryptUtilError`] precondition; [`Error::Crypto`] if no
+    /// implementation can take the key.
     pub fn new(
         cipher: &'static ModeInfo,
         master_key: &[u8],
         p: &CryptUtilParams,
     ) -> Result<Self, CryptUtilError> {
         let secret = software_secret(master_key, p)?;
-        let lblk = p.iv_ino_lblk_64 || p.iv_ino_lblk_32;
-        let lblk_opt = if p.iv_ino_lblk_64 {
-            "--iv-ino-lblk-64"
-        } else {
-            "--iv-ino-lblk-32"
-        };
-        if lblk {
-            if p.iv_ino_lblk_64 && p.iv_ino_lblk_32 {
-                return Err(CryptUtilError::LblkExclusive);
-            }
-            let req = |requirement| CryptUtilError::Requires {
-                option: lblk_opt,
-                requirement,
-            };
-            if p.kdf != Kdf::HkdfSha512 {
-                return Err(req("--kdf=HKDF-SHA512"));
-            }
-            if p.fs_uuid.is_none() {
-                return Err(req("--fs-uuid"));
-            }
-            if p.inode_number == 0 {
-                return Err(req("--inode-number"));
-            }
-            if p.mode_num == 0 {
-                return Err(req("--mode-num"));
-            }
-            if p.inode_number > u32::MAX as u64 {
-                return Err(CryptUtilError::Over32Bits {
-                    option: lblk_opt,
-                    what: "--inode-number",
-                });
-            }
+        let methods = [p.direct_key, p.iv_ino_lblk_64, p.iv_ino_lblk_32]
+            .iter()
+            .filter(|&&m| m)
+            .count();
+        if methods > 1 {
+            return Err(CryptUtilError::ConflictingIvMethods);
         }
+        if methods > 0 && p.kdf == Kdf::Aes128Ecb {
+            return Err(CryptUtilError::EcbWithIvMethod);
+        }
+        let lblk = p.iv_ino_lblk_64 || p.iv_ino_lblk_32;
 
+        // The tool's derive_real_key().
         let ks = cipher.key_size;
         let mut real = Zeroizing::new([0u8; MAX_MODE_KEY_SIZE]);
         if p.use_inlinecrypt_key {
@@ -330,15 +422,30 @@ impl UnitCrypter {
                     let (ctx, info_len) = if p.direct_key {
                         if p.mode_num == 0 {
                             return Err(CryptUtilError::Requires {
-                                option: "--direct-key with --kdf=HKDF-SHA512",
+                                option: "--direct-key with KDF",
                                 requirement: "--mode-num",
                             });
                         }
                         info[0] = p.mode_num;
                         (HkdfContext::DirectKey, 1)
                     } else if lblk {
+                        let option = if p.iv_ino_lblk_64 {
+                            "--iv-ino-lblk-64 with KDF"
+                        } else {
+                            "--iv-ino-lblk-32 with KDF"
+                        };
+                        if p.mode_num == 0 {
+                            return Err(CryptUtilError::Requires {
+                                option,
+                                requirement: "--mode-num",
+                            });
+                        }
+                        let uuid = p.fs_uuid.ok_or(CryptUtilError::Requires {
+                            option,
+                            requirement: "--fs-uuid",
+                        })?;
                         info[0] = p.mode_num;
-                        info[1..].copy_from_slice(&p.fs_uuid.unwrap_or_default());
+                        info[1..].copy_from_slice(&uuid);
                         let ctx = if p.iv_ino_lblk_64 {
                             HkdfContext::IvInoLblk64Key
                         } else {
@@ -348,7 +455,7 @@ impl UnitCrypter {
                     } else {
                         let nonce = p.file_nonce.ok_or(CryptUtilError::Requires {
                             option: "--kdf=HKDF-SHA512",
-                            requirement: "--file-nonce (or --direct-key / --iv-ino-lblk-*)",
+                            requirement: "--file-nonce or --iv-ino-lblk-{64,32}",
                         })?;
                         info[..16].copy_from_slice(&nonce);
                         (HkdfContext::PerFileEncKey, 16)
@@ -357,7 +464,6 @@ impl UnitCrypter {
                 }
             }
         }
-        let key = PreparedKey::new(cipher.algorithm, &real[..ks]).map_err(Error::from)?;
 
         // The tool's generate_iv().
         let mut iv = [0u8; MAX_IV_SIZE];
@@ -370,14 +476,36 @@ impl UnitCrypter {
             iv[..8].copy_from_slice(&idx.to_le_bytes());
             iv[8..24].copy_from_slice(&nonce);
         } else if lblk {
+            let option = if p.iv_ino_lblk_64 {
+                "--iv-ino-lblk-64"
+            } else {
+                "--iv-ino-lblk-32"
+            };
             let idx32 = u32::try_from(idx).map_err(|_| CryptUtilError::Over32Bits {
-                option: lblk_opt,
+                option,
                 what: "--data-unit-index",
             })?;
+            if p.inode_number == 0 {
+                return Err(CryptUtilError::Requires {
+                    option,
+                    requirement: "--inode-number",
+                });
+            }
             if p.iv_ino_lblk_64 {
+                let ino =
+                    u32::try_from(p.inode_number).map_err(|_| CryptUtilError::Over32Bits {
+                        option,
+                        what: "--inode-number",
+                    })?;
                 iv[..4].copy_from_slice(&idx32.to_le_bytes());
-                iv[4..8].copy_from_slice(&(p.inode_number as u32).to_le_bytes());
+                iv[4..8].copy_from_slice(&ino.to_le_bytes());
             } else {
+                if p.kdf != Kdf::HkdfSha512 {
+                    return Err(CryptUtilError::Requires {
+                        option,
+                        requirement: "--kdf=HKDF-SHA512",
+                    });
+                }
                 let hkdf = FscryptHkdf::new(&secret);
                 let mut hk = Zeroizing::new([0u8; 16]);
                 hkdf.expand(HkdfContext::InodeHashKey, &[], &mut hk[..])?;
@@ -387,6 +515,7 @@ impl UnitCrypter {
         } else {
             iv[..8].copy_from_slice(&idx.to_le_bytes());
         }
+        let key = ToolKey::new(cipher, &real[..ks])?;
         Ok(Self {
             cipher,
             key,
@@ -413,8 +542,7 @@ impl UnitCrypter {
     /// `buf.len()` is the data unit size.
     ///
     /// # Errors
-    /// [`Error::Crypto`] if the cipher refuses the length (e.g. an ESSIV unit
-    /// that is not a multiple of 16 bytes).
+    /// As for [`UnitCrypter::crypt_exact`].
     pub fn crypt_unit(
         &mut self,
         buf: &mut [u8],
@@ -425,12 +553,21 @@ impl UnitCrypter {
         let len = crypt_len(read, buf.len(), padding, min_input_size(self.cipher));
         let read = read.min(len);
         buf[read..len].fill(0);
+        self.crypt_exact(&mut buf[..len], decrypt)?;
+        Ok(len)
+    }
+
+    /// En/decrypts `unit` (already zero-padded to its [`crypt_len`]) in
+    /// place with the current IV, then steps the IV index. Allocation-free.
+    ///
+    /// # Errors
+    /// [`CryptUtilError::UnitNotBlockMultiple`] if the cipher cannot take
+    /// `unit.len()` bytes (the IV is not stepped); [`Error::Crypto`] if the
+    /// implementation fails.
+    pub fn crypt_exact(&mut self, unit: &mut [u8], decrypt: bool) -> Result<(), CryptUtilError> {
+        check_unit_len(self.cipher, unit.len())?;
         let iv = &self.iv[..self.cipher.iv_size];
-        if decrypt {
-            self.key.decrypt(iv, &mut buf[..len]).map_err(Error::from)?;
-        } else {
-            self.key.encrypt(iv, &mut buf[..len]).map_err(Error::from)?;
-        }
+        self.key.crypt(iv, unit, decrypt).map_err(Error::from)?;
         if self.index_32bit {
             let v = u32::from_le_bytes([self.iv[0], self.iv[1], self.iv[2], self.iv[3]])
                 .wrapping_add(1);
@@ -441,6 +578,6 @@ impl UnitCrypter {
             let v = u64::from_le_bytes(b).wrapping_add(1);
             self.iv[..8].copy_from_slice(&v.to_le_bytes());
         }
-        Ok(len)
+        Ok(())
     }
 }
