@@ -18,6 +18,8 @@ command -v setfacl >/dev/null 2>&1 || need_apt+=(acl)
 # unison: the sync test (crates/fscrypt-fuse/tests/sync_merge.rs) merges two
 # replicas of a vault with a real sync tool.
 command -v unison >/dev/null 2>&1 || need_apt+=(unison)
+# rsync: the ACL test (crates/fscrypt-fuse/tests/acl.rs) copies with rsync -aA.
+command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
 # google/fscrypt 0.3.x (the `fscrypt` tool), its PAM module and pamtester: the
 # interop tests (crates/fscrypt-cli/tests/gfs_interop.rs) check fscrypt-rs's
 # `setup/encrypt/unlock/lock/status` against the real tool's metadata.
