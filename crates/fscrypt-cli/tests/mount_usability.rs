@@ -133,6 +133,31 @@ fn nobody_dir(tag: &str) -> TempDir {
     t
 }
 
+/// `PATH` for the commands run as nobody.
+const NOBODY_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+/// In `t` (from [`nobody_dir`]), as nobody: a home, a vault made with a new
+/// key file, and an empty mount point: (home, cipherdir, mount point, key).
+fn nobody_vault(t: &TempDir) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let home = t.join("home");
+    let cipher = t.join("cipher");
+    let mnt = t.join("plain");
+    let key = t.join("vault.key");
+    let mkdirs = as_user(NOBODY, NOBODY, "mkdir")
+        .args([&home, &cipher, &mnt])
+        .status()
+        .unwrap();
+    assert!(mkdirs.success());
+    ok(
+        &run_as(
+            Some((home.as_path(), NOBODY_PATH)),
+            args!["init", cipher, "--new-key-file", key],
+        ),
+        "init as 65534",
+    );
+    (home, cipher, mnt, key)
+}
+
 #[test]
 fn an_ordinary_user_mounts_and_unmounts_through_fusermount3() {
     if let Some(why) = nobody_cannot_mount() {
@@ -140,21 +165,8 @@ fn an_ordinary_user_mounts_and_unmounts_through_fusermount3() {
         return;
     }
     let t = nobody_dir("nobody");
-    let home = t.join("home");
-    let cipher = t.join("cipher");
-    let mnt = t.join("plain");
-    let key = t.join("vault.key");
-    let path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    let me = Some((home.as_path(), path));
-    let mkdirs = as_user(NOBODY, NOBODY, "mkdir")
-        .args([&home, &cipher, &mnt])
-        .status()
-        .unwrap();
-    assert!(mkdirs.success());
-    ok(
-        &run_as(me, args!["init", cipher, "--new-key-file", key]),
-        "init as 65534",
-    );
+    let (home, cipher, mnt, key) = nobody_vault(&t);
+    let me = Some((home.as_path(), NOBODY_PATH));
     let _guard = mount_guard(&mnt);
     let out = run_as(me, args!["mount", cipher, mnt, "--key-file", key]);
     ok(&out, "mount as 65534");
@@ -526,21 +538,8 @@ fn an_ordinary_users_idle_mount_unmounts_itself_through_fusermount3() {
         return;
     }
     let t = nobody_dir("nobody-idle");
-    let home = t.join("home");
-    let cipher = t.join("cipher");
-    let mnt = t.join("plain");
-    let key = t.join("vault.key");
-    let path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    let me = Some((home.as_path(), path));
-    let mkdirs = as_user(NOBODY, NOBODY, "mkdir")
-        .args([&home, &cipher, &mnt])
-        .status()
-        .unwrap();
-    assert!(mkdirs.success());
-    ok(
-        &run_as(me, args!["init", cipher, "--new-key-file", key]),
-        "init as 65534",
-    );
+    let (home, cipher, mnt, key) = nobody_vault(&t);
+    let me = Some((home.as_path(), NOBODY_PATH));
     let _guard = mount_guard(&mnt);
     ok(
         &run_as(
