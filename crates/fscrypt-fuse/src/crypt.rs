@@ -101,19 +101,27 @@ impl Keys {
     /// [`Error::NoKey`] on a locked mount; [`Error::Io`] when no MAC
     /// implementation passed its self-test (the keys are derived together).
     pub fn new_dir_context(&self, parent: &ContextV2, name_ct: &[u8]) -> Result<ContextV2> {
-        let master = self.master.as_ref().ok_or(Error::NoKey)?;
-        let keys = match self.integrity.get() {
-            Some(k) => k,
-            None => {
-                let k = IntegrityKeys::derive(master)
-                    .map_err(|e| Error::Io(std::io::Error::other(e)))?;
-                self.integrity.get_or_init(|| k)
-            }
-        };
+        let keys = self.integrity()?;
         Ok(ContextV2 {
             policy: self.policy,
             nonce: keys.dir_nonce(&parent.nonce, name_ct),
         })
+    }
+
+    /// The vault's integrity keys (format 3's MAC keys and the
+    /// directory-nonce derivation, `docs/vault-format.md` §4b), derived
+    /// from the master key at first use and kept for the mount.
+    ///
+    /// # Errors
+    /// [`Error::NoKey`] on a locked mount; [`Error::Io`] when no MAC
+    /// implementation passed its self-test.
+    pub fn integrity(&self) -> Result<&IntegrityKeys> {
+        if let Some(k) = self.integrity.get() {
+            return Ok(k);
+        }
+        let master = self.master.as_ref().ok_or(Error::NoKey)?;
+        let k = IntegrityKeys::derive(master).map_err(|e| Error::Io(std::io::Error::other(e)))?;
+        Ok(self.integrity.get_or_init(|| k))
     }
 
     /// Checks that a stored context (parsed where it was read, see

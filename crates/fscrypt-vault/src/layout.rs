@@ -37,6 +37,13 @@ pub enum Format {
     /// Format 2: a regular file's plaintext size is encoded in its backing
     /// length ([`size_from_len_v2`]); the header's size field is zero.
     V2 = 2,
+    /// Format 3, authenticated (`docs/vault-format.md` §4b): sizes as in
+    /// format 2 (the backing length is a hint of the authenticated size),
+    /// data units interleaved with tag blocks
+    /// ([`crate::integrity::units`]), a record with the authenticated size,
+    /// generation and bindings in the header region
+    /// ([`crate::integrity::record`]), tagged names and symlink targets.
+    V3 = 3,
 }
 
 impl Format {
@@ -48,6 +55,7 @@ impl Format {
         match b {
             1 => Some(Format::V1),
             2 => Some(Format::V2),
+            3 => Some(Format::V3),
             _ => None,
         }
     }
@@ -218,7 +226,7 @@ impl Header {
         b[field::CONTEXT].copy_from_slice(&context_bytes(&self.context));
         let size = match self.format {
             Format::V1 => self.size,
-            Format::V2 => 0,
+            Format::V2 | Format::V3 => 0,
         };
         b[field::SIZE].copy_from_slice(&size.to_le_bytes());
         let sum = checksum(&b[field::CHECKSUMMED]);
@@ -297,7 +305,7 @@ impl Header {
         let mut size = [0u8; 8];
         size.copy_from_slice(&b[field::SIZE]);
         let size = u64::from_le_bytes(size);
-        if format == Format::V2 && size != 0 {
+        if format != Format::V1 && size != 0 {
             return Err(Corruption::BadHeaderField);
         }
         Ok((format, kind, size))

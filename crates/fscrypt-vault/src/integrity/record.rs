@@ -1,5 +1,4 @@
-//! A format 3 file's record: its authenticated size, an extending write in
-//! progress, its generation (rollback), whether a writer had it open, and
+//! A format 3 file's record: its authenticated size, its generation (rollback), whether a writer had it open, and
 //! its bindings to names (`docs/design/vault-format-3.md`, "Record").
 //!
 //! Two copies live in the header region, A at [`RECORD_A`] and B at
@@ -43,9 +42,6 @@ pub struct FileRecord {
     pub seq: u64,
     /// The authenticated plaintext size, bytes.
     pub size: u64,
-    /// The size an extending write in progress aims at; equal to `size`
-    /// when none is.
-    pub growing_to: u64,
     /// +1 at the first change of each write session.
     pub generation: u64,
     /// [`FLAG_WRITING`] or 0.
@@ -66,9 +62,6 @@ pub enum RecordError {
     /// The tag does not verify: tampered, torn, or another file's.
     #[error("record tag does not verify")]
     BadTag,
-    /// `growing_to` below `size`.
-    #[error("record grows to less than its size")]
-    BadGrowth,
     /// Neither A nor B holds a valid record.
     #[error("no valid record")]
     NoneValid,
@@ -81,7 +74,6 @@ impl FileRecord {
         FileRecord {
             seq: 1,
             size: 0,
-            growing_to: 0,
             generation: 1,
             flags: FLAG_WRITING,
             bindings: vec![binding],
@@ -98,13 +90,13 @@ impl FileRecord {
         keys: &IntegrityKeys,
         nonce: &[u8; NONCE_SIZE],
     ) -> Result<Vec<u8>, RecordError> {
-        if self.bindings.len() > MAX_BINDINGS || self.growing_to < self.size {
+        if self.bindings.len() > MAX_BINDINGS {
             return Err(RecordError::Malformed);
         }
         let mut b = Vec::with_capacity(FIXED + BINDING_SIZE * self.bindings.len() + 16);
         b.extend_from_slice(&self.seq.to_le_bytes());
         b.extend_from_slice(&self.size.to_le_bytes());
-        b.extend_from_slice(&self.growing_to.to_le_bytes());
+        b.extend_from_slice(&[0; 8]);
         b.extend_from_slice(&self.generation.to_le_bytes());
         b.push(self.flags);
         b.push(self.bindings.len() as u8);
@@ -141,7 +133,10 @@ impl FileRecord {
             return Err(RecordError::BadTag);
         }
         let flags = fixed[32];
-        if flags & !FLAG_WRITING != 0 || fixed[34..40].iter().any(|&x| x != 0) {
+        if flags & !FLAG_WRITING != 0
+            || fixed[16..24].iter().any(|&x| x != 0)
+            || fixed[34..40].iter().any(|&x| x != 0)
+        {
             return Err(RecordError::Reserved);
         }
         let u64_at = |o: usize| {
@@ -152,7 +147,6 @@ impl FileRecord {
         let rec = FileRecord {
             seq: u64_at(0),
             size: u64_at(8),
-            growing_to: u64_at(16),
             generation: u64_at(24),
             flags,
             bindings: body[FIXED..]
@@ -164,9 +158,6 @@ impl FileRecord {
                 })
                 .collect(),
         };
-        if rec.growing_to < rec.size {
-            return Err(RecordError::BadGrowth);
-        }
         Ok(rec)
     }
 
@@ -271,7 +262,6 @@ mod tests {
         FileRecord {
             seq: 9,
             size: 12345,
-            growing_to: 20000,
             generation: 3,
             flags: 0,
             bindings: vec![[1; 16], [2; 16]],
