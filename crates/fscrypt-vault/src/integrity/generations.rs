@@ -26,6 +26,10 @@ use fscrypt::{KeyIdentifier, NONCE_SIZE};
 /// The log's file name inside the store directory.
 pub const LOG_NAME: &str = "generations";
 
+/// The environment variable that moves every vault's store (see
+/// [`GenerationStore::default_dir`]).
+pub const STATE_DIR_ENV: &str = "FSCRYPT_RS_STATE_DIR";
+
 const ENTRY: usize = NONCE_SIZE + 8;
 
 /// What a file's record generation says against what this machine saw.
@@ -70,10 +74,15 @@ fn nofollow_cloexec() -> i32 {
 
 impl GenerationStore {
     /// The default store directory of the vault with master key identifier
-    /// `id`: `$XDG_STATE_HOME/fscrypt-rs/vaults/<id>` (else
+    /// `id`: `$FSCRYPT_RS_STATE_DIR/vaults/<id>` when that variable is set
+    /// (tests, and users who keep state elsewhere), else
+    /// `$XDG_STATE_HOME/fscrypt-rs/vaults/<id>` (else
     /// `$HOME/.local/state/...`), or `/var/lib/fscrypt-rs/vaults/<id>` for
-    /// root. `None` when neither variable is set for a non-root user.
+    /// root. `None` when none of these is set for a non-root user.
     pub fn default_dir(id: &KeyIdentifier) -> Option<PathBuf> {
+        if let Some(s) = std::env::var_os(STATE_DIR_ENV).filter(|s| !s.is_empty()) {
+            return Some(PathBuf::from(s).join("vaults").join(id.to_string()));
+        }
         let base = if rustix::process::geteuid().is_root() {
             PathBuf::from("/var/lib")
         } else if let Some(s) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
