@@ -162,6 +162,9 @@ pub struct FileState {
     pub opens: u32,
     /// The contents key while handles are open (dropped with the last one).
     pub crypt: Option<NodeCrypt>,
+    /// Format 3: the record and tag state while handles are open (see
+    /// `fs/tags.rs`).
+    pub(crate) tagged: Option<Box<crate::fs::tags::TaggedFile>>,
 }
 
 /// An in-memory inode.

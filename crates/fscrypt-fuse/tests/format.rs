@@ -9,6 +9,7 @@ use std::os::unix::fs::MetadataExt;
 
 use fscrypt::{Context, FileType, InodeCrypt, InodeParams, nokey};
 use fscrypt_fuse::layout::{self, Format, HEADER_SIZE, Header, HeaderKind};
+use fscrypt_vault::integrity::units;
 use test_support::fuse::{Vault, master, policy};
 use test_support::fuse_available;
 
@@ -89,7 +90,7 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
     assert_eq!(hdr.format, format);
     match format {
         Format::V1 => assert_eq!(hdr.size, plain.len() as u64),
-        Format::V2 => assert_eq!(hdr.size, 0),
+        Format::V2 | Format::V3 => assert_eq!(hdr.size, 0),
     }
     match Context::parse(&layout::context_bytes(&hdr.context)).unwrap() {
         Context::V2(c) => assert_eq!(c.policy, v.policy),
@@ -119,6 +120,12 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
                     .all(|&b| b == 0)
             );
         }
+        // Format 3: a tag block before each group of 128 units; the length
+        // is the hint of the size.
+        Format::V3 => assert_eq!(
+            Some(raw.len() as u64),
+            units::len_for_size(plain.len() as u64, du as u64)
+        ),
     }
     assert_eq!(fs::read(v.p("data.bin")).unwrap(), plain);
     for i in 0..units {
@@ -126,7 +133,11 @@ fn check_policy(policy: fscrypt::PolicyV2, du: usize, format: Format) {
         let end = ((i + 1) * du).min(plain.len());
         unit[..end - i * du].copy_from_slice(&plain[i * du..end]);
         file_crypt.encrypt_data_units(i as u64, &mut unit).unwrap();
-        let stored = &raw[HEADER_SIZE as usize + i * du..HEADER_SIZE as usize + (i + 1) * du];
+        let at = match format {
+            Format::V3 => units::unit_offset(i as u64, du as u64).unwrap() as usize,
+            _ => HEADER_SIZE as usize + i * du,
+        };
+        let stored = &raw[at..at + du];
         assert_eq!(stored, &unit[..], "data unit {i}");
     }
 

@@ -164,6 +164,11 @@ fn check(v: &Vault, p: &Path, model: &[u8], format: Format, du: u64, what: &str)
             layout::len_for_size_v2(model.len() as u64, du).unwrap(),
             "{what}: backing length"
         ),
+        Format::V3 => assert_eq!(
+            Some(blen),
+            fscrypt_vault::integrity::units::len_for_size(model.len() as u64, du),
+            "{what}: backing length"
+        ),
     }
 }
 
@@ -223,7 +228,7 @@ fn run_edges(format: Format, log2: u8) {
 #[test]
 fn size_changes_around_data_unit_boundaries() {
     need_fuse!();
-    for format in [Format::V1, Format::V2] {
+    for format in [Format::V1, Format::V2, Format::V3] {
         for log2 in [12, 9] {
             run_edges(format, log2);
         }

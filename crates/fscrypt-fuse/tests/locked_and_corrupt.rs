@@ -132,6 +132,7 @@ fn corrupt_backing_objects_give_eio_and_the_mount_stays_up() {
     need_fuse!();
     corrupt_objects(Format::V1);
     corrupt_objects(Format::V2);
+    corrupt_objects(Format::V3);
 }
 
 fn corrupt_objects(format: Format) {
@@ -172,8 +173,9 @@ fn corrupt_objects(format: Format) {
             .write_all(b"junk!")
             .unwrap(),
         // Format 2: any length of 4096 + m with m > DU encodes a size; one
-        // with 0 < m < DU and m not a multiple of DU does not.
-        Format::V2 => OpenOptions::new()
+        // with 0 < m < DU and m not a multiple of DU does not (format 3:
+        // nor is it the length hint of any size).
+        Format::V2 | Format::V3 => OpenOptions::new()
             .write(true)
             .open(&c)
             .unwrap()

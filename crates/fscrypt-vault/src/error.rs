@@ -235,4 +235,30 @@ pub enum Corruption {
     /// A directory has no readable metadata file.
     #[error("directory metadata file missing")]
     MissingDirMeta,
+    /// Format 3: a data unit matches neither of its tag slots (changed,
+    /// moved, copied from another file, or torn by a power loss).
+    #[error("data unit {0} fails its tag")]
+    BadTag(u64),
+    /// Format 3: neither record of a file verifies.
+    #[error("file record: {0}")]
+    BadRecord(crate::integrity::record::RecordError),
+    /// Format 3: the file is not bound to the name and directory it was
+    /// found under (its backing object was moved or swapped).
+    #[error("file is not bound to this name and directory (moved or swapped)")]
+    Unbound,
+    /// Format 3: the record's generation is older than one this machine
+    /// saw (the file was put back to an earlier version of itself).
+    #[error(
+        "file rolled back to generation {generation} (this machine saw {seen}); accept a restore with `fscrypt-rs fsck --accept-rollback PATH`"
+    )]
+    RolledBack {
+        /// The record's generation.
+        generation: u64,
+        /// The highest generation this machine saw.
+        seen: u64,
+    },
+    /// Format 3: the backing length is not the hint of the authenticated
+    /// size (truncated, or extended outside a write session).
+    #[error("backing length does not match the authenticated size")]
+    BadHint,
 }

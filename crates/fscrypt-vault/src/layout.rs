@@ -48,7 +48,7 @@ pub enum Format {
 
 impl Format {
     /// The format new vaults get (`fscrypt-rs init`, [`crate::create_root`]).
-    pub const LATEST: Format = Format::V2;
+    pub const LATEST: Format = Format::V3;
 
     /// The format of a header version byte, if known.
     pub fn from_byte(b: u8) -> Option<Format> {

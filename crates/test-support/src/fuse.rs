@@ -66,6 +66,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         acl: false,
         io_uring: true,
         idle: None,
+        state_dir: None,
     }
 }
 
@@ -96,6 +97,9 @@ pub struct Vault {
     pub policy: PolicyV2,
     /// Mount with POSIX ACLs (`-o acl`).
     pub acl: bool,
+    /// This machine's state of the vault (the generations seen, to notice
+    /// a file put back to an earlier version of itself).
+    pub state: TempDir,
 }
 
 impl Vault {
@@ -122,6 +126,7 @@ impl Vault {
             backing,
             policy,
             acl: false,
+            state: TempDir::new(&format!("{tag}-state")),
         };
         v.remount(true);
         v
@@ -131,6 +136,7 @@ impl Vault {
     pub fn config(&self, unlocked: bool) -> MountConfig {
         MountConfig {
             acl: self.acl,
+            state_dir: Some(self.state.path().join("vault")),
             ..mount_config(self.backing.path(), self.policy, unlocked)
         }
     }

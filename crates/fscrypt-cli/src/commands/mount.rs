@@ -731,6 +731,9 @@ fn run_mount(
         acl: opts.acl,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
         idle: opts.idle,
+        state_dir: fscrypt_vault::integrity::generations::GenerationStore::default_dir(
+            &vault.policy().master_key_identifier,
+        ),
     };
     crate::support::heap::install();
     fscrypt_fuse::mount_on(config, mountpoint)

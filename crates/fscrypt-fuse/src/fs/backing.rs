@@ -28,6 +28,7 @@ use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Ident, Inode, Kind, Link};
 use crate::layout::{self, BackingName, Format, HEADER_SIZE, HEADER_USED, Header, HeaderKind};
 
+use super::tags::TaggedFile;
 use super::{Caller, EncryptedFs, Loc, fuse_type, kind_of, pread_full, sys, to_system_time};
 
 fn stale() -> Error {
@@ -146,10 +147,10 @@ impl EncryptedFs {
         Ok(h)
     }
 
-    /// Format 2: the plaintext size of a regular file whose backing length
-    /// is `len`.
+    /// Formats 2 and 3: the plaintext size of a regular file whose backing
+    /// length is `len` (format 3: the size it hints).
     pub(super) fn size_of_len(&self, len: u64) -> Result<u64> {
-        Ok(layout::size_from_len_v2(len, self.du)?)
+        self.sizes().size_from(0, len, self.du)
     }
 
     /// Reads and checks a directory's metadata context through its fd.
@@ -691,7 +692,8 @@ impl EncryptedFs {
     }
 
     /// Registers a regular file just created through `file` (header with
-    /// `ctx` written, size 0) as `parent`/`bname`, opened once read-write.
+    /// `ctx` written, size 0) as `parent`/`bname`, opened once read-write
+    /// (format 3: with its first record's state `tagged`).
     pub(super) fn register_created_file(
         &self,
         parent: &Arc<Inode>,
@@ -699,6 +701,7 @@ impl EncryptedFs {
         file: File,
         st: &Stat,
         ctx: ContextV2,
+        tagged: Option<TaggedFile>,
     ) -> Result<Arc<Inode>> {
         let ident = Ident {
             dev: st.st_dev,
@@ -717,6 +720,7 @@ impl EncryptedFs {
         fs.fd_writable = true;
         fs.opens += 1;
         fs.crypt = Some(crypt);
+        fs.tagged = tagged.map(Box::new);
         drop(fs);
         Ok(inode)
     }

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use crate::crypt::NodeCrypt;
+use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Error, Result, WrongType};
 use crate::handles::{FileHandle, Handle};
 use crate::inodes::{FileState, Inode, InodeNo, Kind};
@@ -13,6 +13,7 @@ use crate::layout;
 
 use super::offsets::{Units, bytes_before, eof_unit, unit_of, unit_start};
 use super::recover::crash_point;
+use super::tags::TaggedFile;
 use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
 
 impl EncryptedFs {
@@ -81,16 +82,22 @@ impl EncryptedFs {
 
     /// Reads one data unit `idx` into `dst` (zeros for a hole), masking bytes
     /// at or past `size` (stale tails after a crash never become visible).
+    /// Format 3 (`t`): checked against its tag first (EIO when it fails).
     pub(super) fn read_unit(
         &self,
         f: &File,
         crypt: &NodeCrypt,
+        t: Option<&TaggedFile>,
         idx: u64,
         dst: &mut [u8],
         size: u64,
     ) -> Result<bool> {
-        pread_full(f, dst, layout::unit_offset(idx, self.du))?;
-        if is_zero(dst) {
+        pread_full(f, dst, self.sizes().unit_at(idx, self.du))?;
+        let stored = match t {
+            Some(t) => self.verify_units(f, t, idx, dst)? != 0,
+            None => !is_zero(dst),
+        };
+        if !stored {
             return Ok(false);
         }
         crypt.decrypt_data_units(idx, dst)?;
@@ -124,22 +131,40 @@ impl EncryptedFs {
             buf.resize(n, 0);
         }
         let b = &mut buf[..n];
-        pread_full(&f, b, layout::unit_offset(u.first, du))?;
-        // Decrypt runs of stored units; all-zero units are holes.
-        let mut i = u.first;
-        while i < u.last {
-            if is_zero(&b[u.in_buf(i)]) {
-                i += 1;
-                continue;
+        let sizes = self.sizes();
+        let tagged = st.tagged.as_deref();
+        for (a, z) in sizes.runs(u.first, u.last) {
+            let span = u.in_buf(a).start..u.in_buf(z - 1).end;
+            pread_full(&f, &mut b[span.clone()], sizes.unit_at(a, du))?;
+            // Which units hold ciphertext: format 3 says by their tags
+            // (EIO when one fails); else all-zero units are holes.
+            let stored = match tagged {
+                Some(t) => {
+                    let r = self.verify_units(&f, t, a, &mut b[span]);
+                    Some(self.note(&inode, None, r)?)
+                }
+                None => None,
+            };
+            let is_stored = |i: u64, b: &[u8]| match stored {
+                Some(m) => m & (1 << (i - a)) != 0,
+                None => !is_zero(&b[u.in_buf(i)]),
+            };
+            // Decrypt runs of stored units.
+            let mut i = a;
+            while i < z {
+                if !is_stored(i, b) {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i + 1;
+                while j < z && is_stored(j, b) {
+                    j += 1;
+                }
+                let run = u.in_buf(i).start..u.in_buf(j - 1).end;
+                let r = crypt.decrypt_data_units(i, &mut b[run]);
+                self.note(&inode, None, r.map_err(Error::from))?;
+                i = j;
             }
-            let mut j = i + 1;
-            while j < u.last && !is_zero(&b[u.in_buf(j)]) {
-                j += 1;
-            }
-            let run = u.in_buf(i).start..u.in_buf(j - 1).end;
-            let r = crypt.decrypt_data_units(i, &mut b[run]);
-            self.note(&inode, None, r.map_err(Error::from))?;
-            i = j;
         }
         Ok(u.head..u.head + (end - offset) as usize)
     }
@@ -151,7 +176,7 @@ impl EncryptedFs {
     /// truncate down (the old unit's first bytes) is punched out, or
     /// overwritten with zeros where the backing filesystem cannot punch.
     pub(super) fn clear_trailer(&self, f: &File, size: u64) -> Result<()> {
-        let Some((off, len)) = layout::trailer_v2(size, self.du) else {
+        let Some((off, len)) = self.sizes().trailer(size, self.du) else {
             return Ok(());
         };
         let mut b = vec![0u8; len as usize];
@@ -174,14 +199,24 @@ impl EncryptedFs {
 
     /// Zeroes the stored tail (past `size`) of the unit holding EOF, if any;
     /// called before the size grows past that unit.
-    pub(super) fn zero_eof_tail(&self, f: &File, crypt: &NodeCrypt, size: u64) -> Result<()> {
+    pub(super) fn zero_eof_tail(
+        &self,
+        f: &File,
+        crypt: &NodeCrypt,
+        t: Option<&mut TaggedFile>,
+        size: u64,
+    ) -> Result<()> {
         let du = self.du;
         let Some((idx, keep)) = eof_unit(size, du) else {
             return Ok(());
         };
         let mut unit = vec![0u8; du as usize];
-        pread_full(f, &mut unit, layout::unit_offset(idx, du))?;
-        if is_zero(&unit) {
+        pread_full(f, &mut unit, self.sizes().unit_at(idx, du))?;
+        let stored = match &t {
+            Some(t) => self.verify_units(f, t, idx, &mut unit)? != 0,
+            None => !is_zero(&unit),
+        };
+        if !stored {
             return Ok(());
         }
         crypt.decrypt_data_units(idx, &mut unit)?;
@@ -190,7 +225,39 @@ impl EncryptedFs {
         }
         unit[keep..].fill(0);
         crypt.encrypt_data_units(idx, &mut unit)?;
-        f.write_all_at(&unit, layout::unit_offset(idx, du))?;
+        self.write_units(f, t, idx, &unit)
+    }
+
+    /// Stores the ciphertext of units `first..` (whole units, in `ct`):
+    /// format 3 writes each group's tags first, then its units (a crash
+    /// between leaves the old contents readable under the other slot);
+    /// other formats write the units in one call.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn write_units(
+        &self,
+        f: &File,
+        mut t: Option<&mut TaggedFile>,
+        first: u64,
+        ct: &[u8],
+    ) -> Result<()> {
+        let du = self.du;
+        let sizes = self.sizes();
+        let last = first + ct.len() as u64 / du;
+        for (a, z) in sizes.runs(first, last) {
+            let part = &ct[((a - first) * du) as usize..((z - first) * du) as usize];
+            if let Some(t) = t.as_deref_mut() {
+                self.tag_units(f, t, a, part)?;
+                crash_point("write:after-tags");
+                if let Err(e) = f.write_all_at(part, sizes.unit_at(a, du)) {
+                    EncryptedFs::suspect(t);
+                    return Err(e.into());
+                }
+            } else {
+                f.write_all_at(part, sizes.unit_at(a, du))?;
+            }
+        }
         Ok(())
     }
 
@@ -209,9 +276,13 @@ impl EncryptedFs {
         if data.is_empty() {
             return Ok(0);
         }
-        let mut st = inode.file.write()?;
+        let mut guard = inode.file.write()?;
+        let st = &mut *guard;
         let f = st.fd.clone().ok_or(Error::BadHandle)?;
         let crypt = st.crypt.clone().ok_or(Error::BadHandle)?;
+        if let Some(t) = st.tagged.as_deref_mut() {
+            self.begin_change(&f, t)?;
+        }
         let offset = if append { st.size } else { offset };
         let du = self.du;
         let end = offset
@@ -224,7 +295,7 @@ impl EncryptedFs {
             self.sizes().check(end, du)?;
         }
         if u.first > unit_of(old, du) {
-            self.zero_eof_tail(&f, &crypt, old)?;
+            self.zero_eof_tail(&f, &crypt, st.tagged.as_deref_mut(), old)?;
         }
         self.sizes().before_write(self, &f, old, end, &u)?;
         IO_BUF.with(|cell| -> Result<()> {
@@ -238,15 +309,15 @@ impl EncryptedFs {
             for idx in [u.partial_head(), u.partial_tail()].into_iter().flatten() {
                 let unit = &mut buf[u.in_buf(idx)];
                 if unit_start(idx, du) < old {
-                    self.read_unit(&f, &crypt, idx, unit, old)?;
+                    let r = self.read_unit(&f, &crypt, st.tagged.as_deref(), idx, unit, old);
+                    self.note(&inode, None, r)?;
                 } else {
                     unit.fill(0);
                 }
             }
             buf[u.head..u.head + data.len()].copy_from_slice(data);
             crypt.encrypt_data_units(u.first, buf)?;
-            f.write_all_at(buf, layout::unit_offset(u.first, du))?;
-            Ok(())
+            self.write_units(&f, st.tagged.as_deref_mut(), u.first, buf)
         })?;
         crash_point("write:after-data");
         if end > old {
@@ -254,7 +325,7 @@ impl EncryptedFs {
             // The data write itself may already have stored the new size
             // (format 2); then there is nothing left to set.
             if !self.sizes().stored_by_write(old, end, u.last, du)? {
-                self.sizes().store(self, &inode, &f, &st)?;
+                self.sizes().store(self, &inode, &f, st)?;
             }
         }
         Ok(data.len() as u32)
@@ -298,7 +369,7 @@ impl EncryptedFs {
         if size < old {
             if let Some((idx, _)) = eof_unit(size, du) {
                 let mut unit = vec![0u8; du as usize];
-                if self.read_unit(&f, &crypt, idx, &mut unit, size)? {
+                if self.read_unit(&f, &crypt, None, idx, &mut unit, size)? {
                     crypt.encrypt_data_units(idx, &mut unit)?;
                     f.write_all_at(&unit, layout::unit_offset(idx, du))?;
                 }
@@ -314,7 +385,7 @@ impl EncryptedFs {
             if f.metadata()?.len() > want {
                 f.set_len(want)?;
             }
-            self.zero_eof_tail(&f, &crypt, old)?;
+            self.zero_eof_tail(&f, &crypt, None, old)?;
         } else {
             return Ok(());
         }
@@ -349,7 +420,7 @@ impl EncryptedFs {
             return Ok(());
         }
         if size > old {
-            self.zero_eof_tail(&f, &crypt, old)?;
+            self.zero_eof_tail(&f, &crypt, None, old)?;
             self.clear_trailer(&f, old)?;
         }
         st.size = size;
@@ -362,9 +433,93 @@ impl EncryptedFs {
             self.clear_trailer(&f, size)?;
             if let Some((idx, _)) = eof_unit(size, du) {
                 let mut unit = vec![0u8; du as usize];
-                if self.read_unit(&f, &crypt, idx, &mut unit, size)? {
+                if self.read_unit(&f, &crypt, None, idx, &mut unit, size)? {
                     crypt.encrypt_data_units(idx, &mut unit)?;
                     f.write_all_at(&unit, layout::unit_offset(idx, du))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Format 3 truncate (the file's lock held): the record is the commit
+    /// point. Down: record, `ftruncate` to the hint, then the cut units'
+    /// slots in the last group cleared, the trailer zeroed and the new last
+    /// unit's bytes past the size re-encrypted as zeros. Up: the old last
+    /// unit's stored tail and the trailer zeroed, then record and
+    /// `ftruncate`. Without an open handle the file is opened, checked and
+    /// closed again around the change (a write session of its own).
+    pub(super) fn truncate_tagged(
+        &self,
+        inode: &Arc<Inode>,
+        st: &mut FileState,
+        size: u64,
+    ) -> Result<()> {
+        self.sizes().check(size, self.du)?;
+        let f = match (&st.fd, st.fd_writable) {
+            (Some(f), true) => f.clone(),
+            _ => Arc::new(self.find(inode, Some(true))?.file.ok_or(Error::Stale)?),
+        };
+        if st.tagged.is_none() || st.crypt.is_none() {
+            let (h, t) = self.load_tagged(inode, &f)?;
+            let c = self
+                .keys
+                .node_crypt(&h.context, NodeKind::File, inode.backing_ino);
+            st.crypt = Some(self.note(inode, None, c)?);
+            if st.tagged.is_none() {
+                st.tagged = Some(Box::new(t));
+                if st.fd.is_none() {
+                    st.size = h.size;
+                }
+            }
+        }
+        let r = self.truncate_tagged_with(inode, st, &f, size);
+        if st.opens == 0 {
+            // Opened for this call only: the session ends here.
+            if let Some(mut t) = st.tagged.take() {
+                let end = self.end_session(&f, &mut t);
+                self.note(inode, None, end)?;
+            }
+            st.crypt = None;
+        }
+        r
+    }
+
+    fn truncate_tagged_with(
+        &self,
+        inode: &Arc<Inode>,
+        st: &mut FileState,
+        f: &File,
+        size: u64,
+    ) -> Result<()> {
+        let du = self.du;
+        let old = st.size;
+        if size == old {
+            return Ok(());
+        }
+        let crypt = st.crypt.clone().ok_or(Error::BadHandle)?;
+        let t = st.tagged.as_deref_mut().ok_or(Error::BadHandle)?;
+        self.begin_change(f, t)?;
+        if size > old {
+            self.zero_eof_tail(f, &crypt, Some(t), old)?;
+            self.clear_trailer(f, old)?;
+        }
+        st.size = size;
+        if let Err(e) = self.sizes().store(self, inode, f, st) {
+            st.size = old;
+            return Err(e);
+        }
+        crash_point("truncate:after-length");
+        if size < old {
+            self.clear_slots_from(f, size.div_ceil(du))?;
+            self.clear_trailer(f, size)?;
+            if let Some((idx, _)) = eof_unit(size, du) {
+                let t = st.tagged.as_deref_mut().ok_or(Error::BadHandle)?;
+                let mut unit = vec![0u8; du as usize];
+                let r = self.read_unit(f, &crypt, Some(t), idx, &mut unit, size);
+                if self.note(inode, None, r)? {
+                    crypt.encrypt_data_units(idx, &mut unit)?;
+                    self.write_units(f, Some(t), idx, &unit)?;
                 }
             }
         }
@@ -412,8 +567,8 @@ impl EncryptedFs {
         }
         let u = Units::of_range(offset, end, du);
         let (start, stop) = (
-            layout::unit_offset(u.first, du),
-            layout::unit_offset(u.last, du),
+            self.sizes().unit_at(u.first, du),
+            self.sizes().unit_at(u.last - 1, du) + du,
         );
         // The file's exclusive lock over both steps: no truncate shrinks the
         // backing file between the reservation and the size change, and no
@@ -463,8 +618,16 @@ impl EncryptedFs {
                 let mut st = inode.file.write()?;
                 st.opens = st.opens.saturating_sub(1);
                 if st.opens == 0 {
+                    // Format 3: the write session ends with the last close.
+                    let mut ended = Ok(());
+                    let f = st.fd.clone();
+                    if let (Some(t), Some(f)) = (st.tagged.as_deref_mut(), f) {
+                        ended = self.end_session(&f, t);
+                    }
                     st.fd = None;
                     st.crypt = None;
+                    st.tagged = None;
+                    self.note(inode, None, ended)?;
                 }
                 Ok(())
             }

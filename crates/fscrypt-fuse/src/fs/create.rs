@@ -22,6 +22,8 @@ use crate::layout::{
 };
 
 use super::recover::{Unlinked, crash_point, tmp_name};
+use super::size::SizeStore;
+use super::tags::{Rebind, TaggedFile};
 use super::{Caller, EncryptedFs, sys};
 
 impl EncryptedFs {
@@ -292,7 +294,7 @@ impl EncryptedFs {
             }
         };
         crash_point("create:after-open");
-        let r = (|| -> Result<ContextV2> {
+        let r = (|| -> Result<(ContextV2, Option<TaggedFile>)> {
             let ctx = self.keys.new_context()?;
             let h = Header {
                 format: self.format,
@@ -300,8 +302,23 @@ impl EncryptedFs {
                 context: ctx,
                 size: 0,
             };
-            let mut region = [0u8; HEADER_SIZE as usize];
-            region[..HEADER_USED].copy_from_slice(&h.to_bytes());
+            // Format 3: record A beside the header, bound to the new name.
+            let tagged = match self.sizes() {
+                SizeStore::Tagged => {
+                    let parent = self.dir_context(&p)?;
+                    let binding = self.binding(&parent.nonce, &bname.original())?;
+                    Some(TaggedFile::created(ctx.nonce, binding))
+                }
+                _ => None,
+            };
+            let region = match &tagged {
+                Some(t) => self.created_region(&h, t)?,
+                None => {
+                    let mut region = [0u8; HEADER_SIZE as usize];
+                    region[..HEADER_USED].copy_from_slice(&h.to_bytes());
+                    region
+                }
+            };
             u.file.write_all_at(&region, 0)?;
             crash_point("create:after-header");
             let (gid, _) = self.new_gid(&p, caller)?;
@@ -313,9 +330,9 @@ impl EncryptedFs {
             crash_point("create:before-link");
             u.link_as(pfd, bname.name.as_str())?;
             crash_point("create:after-link");
-            Ok(ctx)
+            Ok((ctx, tagged))
         })();
-        let ctx = match r {
+        let (ctx, tagged) = match r {
             Ok(v) => v,
             Err(e) => {
                 u.discard(pfd);
@@ -334,7 +351,7 @@ impl EncryptedFs {
                 return Err(sys(e));
             }
         };
-        let inode = self.register_created_file(&p, &bname, file, &st, ctx)?;
+        let inode = self.register_created_file(&p, &bname, file, &st, ctx, tagged)?;
         let attr = self.attr_from(&inode, &st)?;
         let acc = flags & libc::O_ACCMODE;
         let fh = self.handles.insert(Handle::File {
@@ -366,6 +383,18 @@ impl EncryptedFs {
             self.link_inode(inode.kind),
         )?;
         let bname = self.name_for_create(&np, newname)?;
+        // Format 3: bound to the new name first (the file must be bound to
+        // the name it is linked from).
+        if let (Some(to), Some(l)) = (self.name_binding(&np, &bname)?, inode.first_link()) {
+            let from = self.binding_of(&l)?;
+            let dfd = self.dir_fd(&l.parent)?;
+            let add = Rebind::Add { from, to };
+            let r = self.rebind_entry(&l.parent, dfd, l.name.name.as_str(), inode.backing_ino, add);
+            if let Err(e) = r {
+                self.remove_side_file(&np, &bname);
+                return Err(e);
+            }
+        }
         if let Err(e) = self.link_backing(&inode, &np, &bname) {
             if !e.is_sys(Errno::EXIST) {
                 self.remove_side_file(&np, &bname);

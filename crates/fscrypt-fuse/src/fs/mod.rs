@@ -24,6 +24,7 @@ mod offsets;
 mod recover;
 mod remove;
 mod size;
+pub(crate) mod tags;
 mod xattr;
 
 use std::cell::RefCell;
@@ -43,6 +44,7 @@ use crate::error::{Error, Result, WrongType};
 use crate::handles::HandleTable;
 use crate::inodes::{Ident, Inode, InodeNo, InodeTable, Kind, ROOT};
 use crate::layout::Format;
+use fscrypt_vault::integrity::generations::GenerationStore;
 
 /// Who is calling (from the FUSE request): owner of created entries.
 #[derive(Debug, Clone, Copy)]
@@ -174,6 +176,10 @@ pub struct EncryptedFs {
     /// (shared with the mount's [`fscrypt_vault::VaultLock`]), to find out
     /// at the end whether this mount is the last one.
     shared_lock: Option<OwnedFd>,
+    /// Format 3: the generations this machine saw per file, to catch a file
+    /// put back to an earlier version of itself (`None`: not checked; see
+    /// [`EncryptedFs::remember_generations`]).
+    generations: Option<GenerationStore>,
 }
 
 fn sys(e: rustix::io::Errno) -> Error {
@@ -283,6 +289,7 @@ impl EncryptedFs {
             vault_uid: st.st_uid,
             renames: RwLock::new(()),
             shared_lock: None,
+            generations: None,
         };
         let root = fs.inode(ROOT)?;
         let ctx = fs.dir_context(&root)?;
@@ -333,6 +340,15 @@ impl EncryptedFs {
     /// one: it then turns the lock exclusive and leaves the clean marker.
     pub fn hold_shared_lock(&mut self, fd: OwnedFd) {
         self.shared_lock = Some(fd);
+    }
+
+    /// Format 3: checks every file opened against `store`, this machine's
+    /// memory of the generations it saw, and adds to it (rollback
+    /// detection, `docs/vault-format.md` §4b). Without it (tests that do not
+    /// need it, or no state directory) rollback is not detected. The store
+    /// is compacted when the filesystem is dropped.
+    pub fn remember_generations(&mut self, store: GenerationStore) {
+        self.generations = Some(store);
     }
 
     fn writable(&self) -> Result<()> {
@@ -395,7 +411,11 @@ impl EncryptedFs {
             if let Some(w) = what {
                 p.push(w);
             }
-            log::error!("fscrypt-fuse: corrupt backing object {}: {e}", p.display());
+            log::error!(
+                "fscrypt-fuse: corrupt backing object {} (inode {}): {e}",
+                p.display(),
+                inode.ino.0
+            );
         }
         r
     }

@@ -518,6 +518,10 @@ impl Drop for EncryptedFs {
     /// A clean end of the mount: leaves the clean marker, so that the next
     /// mount skips the recovery pass.
     fn drop(&mut self) {
+        if let Some(g) = &self.generations {
+            // Best effort: the log replays the same without compaction.
+            let _ = g.compact();
+        }
         if self.opts.read_only {
             return;
         }

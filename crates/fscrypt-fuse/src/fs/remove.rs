@@ -15,6 +15,7 @@ use crate::layout::{self, BackingName, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
 use super::recover::crash_point;
+use super::tags::Rebind;
 use super::{EncryptedFs, kind_of, sys};
 
 impl EncryptedFs {
@@ -33,6 +34,10 @@ impl EncryptedFs {
             return Err(Error::WrongType(WrongType::IsDir));
         }
         let victims = self.inodes.with_backing(st.st_ino);
+        let binding = match kind_of(st.st_mode) {
+            Kind::File if st.st_nlink > 1 => self.name_binding(&p, &bname)?,
+            _ => None,
+        };
         for i in &victims {
             self.keep_reachable(i, &p, &bname);
         }
@@ -48,6 +53,20 @@ impl EncryptedFs {
             {
                 *o = None;
             }
+        }
+        // Format 3: a file with other names loses this name's binding,
+        // through a name the mount knows (best effort, as in rename).
+        if let Some(b) = binding
+            && let Some(l) = victims.iter().find_map(|i| i.first_link())
+            && let Ok(dfd) = self.dir_fd(&l.parent)
+        {
+            let _ = self.rebind_entry(
+                &l.parent,
+                dfd,
+                l.name.name.as_str(),
+                st.st_ino,
+                Rebind::Drop(b),
+            );
         }
         Ok(())
     }
@@ -250,8 +269,29 @@ impl EncryptedFs {
             Some(d) if !exchange => self.hold_stored_symlink(npfd, nb.name.as_str(), d.st_mode),
             _ => None,
         };
+        // Format 3: the objects are bound to their new names first (a
+        // crash after leaves one binding too many, never one too few).
+        let bindings = match (self.name_binding(&p, &ob)?, self.name_binding(&np, &nb)?) {
+            (Some(a), Some(b)) if a != b => Some((a, b)),
+            _ => None,
+        };
+        let src_file = kind_of(src.st_mode) == Kind::File;
+        let dst_file = match &dst {
+            Some(d) if exchange && kind_of(d.st_mode) == Kind::File => Some(d.st_ino),
+            _ => None,
+        };
+        if let Some((bo, bn)) = bindings {
+            if src_file {
+                let add = Rebind::Add { from: bo, to: bn };
+                self.rebind_entry(&p, pfd, ob.name.as_str(), src.st_ino, add)?;
+            }
+            if let Some(ino) = dst_file {
+                let add = Rebind::Add { from: bn, to: bo };
+                self.rebind_entry(&np, npfd, nb.name.as_str(), ino, add)?;
+            }
+        }
         // Until the links below follow the backing rename, `find` waits.
-        let _moving = self.renames.write()?;
+        let moving = self.renames.write()?;
         if let Err(e) =
             rustix::fs::renameat_with(pfd, ob.name.as_str(), npfd, nb.name.as_str(), rflags)
         {
@@ -304,6 +344,18 @@ impl EncryptedFs {
         if exchange {
             for i in &replaced {
                 i.add_link(&p, &ob);
+            }
+        }
+        drop(moving);
+        // The old names' bindings go (best effort: one too many is what a
+        // crash leaves too, and fsck reports it).
+        if let Some((bo, bn)) = bindings {
+            if src_file {
+                let _ =
+                    self.rebind_entry(&np, npfd, nb.name.as_str(), src.st_ino, Rebind::Drop(bo));
+            }
+            if let Some(ino) = dst_file {
+                let _ = self.rebind_entry(&p, pfd, ob.name.as_str(), ino, Rebind::Drop(bn));
             }
         }
         Ok(())

@@ -12,7 +12,13 @@
 //!   one `ftruncate` (or the data write itself), with the trailer bytes
 //!   past the last unit zeroed before the size grows over them.
 //!
-//! Every difference the two make to lookups, opens, writes and truncates is
+//! - [`SizeStore::Tagged`] (format 3, authenticated): the record's size
+//!   (`fs/tags.rs`), the backing length a hint of it that `stat` reads as in
+//!   format 2 ([`units::len_for_size`]); data units sit in groups behind
+//!   tag blocks, so their offsets come from here too ([`SizeStore::unit_at`],
+//!   [`SizeStore::runs`]).
+//!
+//! Every difference the three make to lookups, opens, writes and truncates is
 //! a method here; `backing.rs` and `contents.rs` ask [`EncryptedFs::sizes`]
 //! instead of testing the format.
 
@@ -27,6 +33,7 @@ use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{FileState, Inode};
 use crate::layout::{self, Format, HEADER_SIZE, Header, HeaderKind};
+use fscrypt_vault::integrity::units;
 
 use super::EncryptedFs;
 use super::offsets::{HEADER_SIZE_FIELD, Units};
@@ -39,6 +46,8 @@ pub(super) enum SizeStore {
     Header,
     /// Format 2: encoded in the backing length.
     Length,
+    /// Format 3: the authenticated record, the length a hint of it.
+    Tagged,
 }
 
 impl EncryptedFs {
@@ -53,8 +62,8 @@ impl SizeStore {
     pub(super) fn of(format: Format) -> SizeStore {
         match format {
             Format::V1 => SizeStore::Header,
-            // Format 3's own strategy lands with its engine (in progress).
-            Format::V2 | Format::V3 => SizeStore::Length,
+            Format::V2 => SizeStore::Length,
+            Format::V3 => SizeStore::Tagged,
         }
     }
 
@@ -89,6 +98,63 @@ impl SizeStore {
                 Ok(field)
             }
             SizeStore::Length => Ok(layout::size_from_len_v2(len, du)?),
+            SizeStore::Tagged => {
+                units::size_from_len(len, du).ok_or(Error::Corrupt(Corruption::BadLength))
+            }
+        }
+    }
+
+    /// The backing length (format 2 and 3: the length that encodes or
+    /// hints `size`), `None` past `i64::MAX`.
+    pub(super) fn len_for(self, size: u64, du: u64) -> Option<u64> {
+        match self {
+            SizeStore::Header => Some(layout::backing_len_for(size, du)),
+            SizeStore::Length => layout::len_for_size_v2(size, du),
+            SizeStore::Tagged => units::len_for_size(size, du),
+        }
+    }
+
+    /// Backing offset of data unit `idx` (after the header; in format 3
+    /// after its group's tag block too).
+    pub(super) fn unit_at(self, idx: u64, du: u64) -> u64 {
+        match self {
+            SizeStore::Tagged => units::unit_offset(idx, du).unwrap_or(u64::MAX),
+            _ => layout::unit_offset(idx, du),
+        }
+    }
+
+    /// The units `first..last` cut into runs stored back to back (format
+    /// 3: one run per group, each at most [`units::GROUP_UNITS`] long; else
+    /// one run).
+    pub(super) fn runs(self, first: u64, last: u64) -> impl Iterator<Item = (u64, u64)> {
+        let tagged = self == SizeStore::Tagged;
+        let mut a = first;
+        std::iter::from_fn(move || {
+            if a >= last {
+                return None;
+            }
+            let b = if tagged {
+                ((a / units::GROUP_UNITS + 1) * units::GROUP_UNITS).min(last)
+            } else {
+                last
+            };
+            let r = (a, b);
+            a = b;
+            Some(r)
+        })
+    }
+
+    /// The trailer of a `size`-byte file as (backing offset, length):
+    /// formats 2 and 3 store `size mod du` bytes past the last unit, which
+    /// must be zeros before the size grows over them.
+    pub(super) fn trailer(self, size: u64, du: u64) -> Option<(u64, u64)> {
+        let t = size % du;
+        match self {
+            SizeStore::Header => None,
+            SizeStore::Length => layout::trailer_v2(size, du),
+            SizeStore::Tagged => (t != 0)
+                .then(|| units::unit_offset(size / du, du).map(|o| (o + du, t)))
+                .flatten(),
         }
     }
 
@@ -100,15 +166,16 @@ impl SizeStore {
     pub(super) fn check(self, size: u64, du: u64) -> Result<()> {
         match self {
             SizeStore::Header => Ok(()),
-            SizeStore::Length => layout::len_for_size_v2(size, du)
-                .map(|_| ())
-                .ok_or(Error::FileTooBig),
+            SizeStore::Length | SizeStore::Tagged => {
+                self.len_for(size, du).map(|_| ()).ok_or(Error::FileTooBig)
+            }
         }
     }
 
     /// Makes `st.size` the stored size of `inode`'s object `f`: format 1
     /// rewrites the header's size field; format 2 sets the backing length
-    /// (one `ftruncate`, the commit point of every size change).
+    /// (one `ftruncate`, the commit point of every size change); format 3
+    /// writes the record (the commit point), then sets the length hint.
     ///
     /// # Errors
     /// `EFBIG`, backing errors, the context's corruption error (format 1).
@@ -117,9 +184,22 @@ impl SizeStore {
         fs: &EncryptedFs,
         inode: &Inode,
         f: &File,
-        st: &FileState,
+        st: &mut FileState,
     ) -> Result<()> {
         match self {
+            SizeStore::Tagged => {
+                let t = st.tagged.as_deref_mut().ok_or(Error::BadHandle)?;
+                let old = t.record.size;
+                t.record.size = st.size;
+                if let Err(e) = fs.write_record(f, t) {
+                    t.record.size = old;
+                    return Err(e);
+                }
+                let len = self.len_for(st.size, fs.du).ok_or(Error::FileTooBig)?;
+                if f.metadata()?.len() != len {
+                    f.set_len(len)?;
+                }
+            }
             SizeStore::Length => {
                 let len = layout::len_for_size_v2(st.size, fs.du).ok_or(Error::FileTooBig)?;
                 f.set_len(len)?;
@@ -153,7 +233,7 @@ impl SizeStore {
         u: &Units,
     ) -> Result<()> {
         let du = fs.du;
-        if self == SizeStore::Length && end > old.next_multiple_of(du) {
+        if self != SizeStore::Header && end > old.next_multiple_of(du) {
             let t = old.div_ceil(du);
             if !(u.first <= t && t < u.last) {
                 fs.clear_trailer(f, old)?;
@@ -214,6 +294,20 @@ impl SizeStore {
         rw: bool,
     ) -> Result<()> {
         match self {
+            SizeStore::Tagged => {
+                if st.tagged.is_none() {
+                    let (h, t) = fs.load_tagged(inode, f)?;
+                    let c = fs
+                        .keys
+                        .node_crypt(&h.context, NodeKind::File, inode.backing_ino);
+                    let c = fs.note(inode, None, c)?;
+                    st.crypt.get_or_insert(c);
+                    if st.fd.is_none() {
+                        st.size = h.size;
+                    }
+                    st.tagged = Some(Box::new(t));
+                }
+            }
             SizeStore::Length => {
                 let (crypt, size) = fs.file_crypt_of(inode, f)?;
                 if st.crypt.is_none() {
@@ -250,6 +344,7 @@ impl SizeStore {
         match self {
             SizeStore::Header => fs.truncate_header(inode, st, size),
             SizeStore::Length => fs.truncate_length(inode, st, size),
+            SizeStore::Tagged => fs.truncate_tagged(inode, st, size),
         }
     }
 
@@ -263,7 +358,7 @@ impl SizeStore {
     /// A poisoned lock.
     pub(super) fn attr_size(self, fs: &EncryptedFs, inode: &Inode, st: &Stat) -> Result<u64> {
         Ok(match self {
-            SizeStore::Length => {
+            SizeStore::Length | SizeStore::Tagged => {
                 let s = inode.file.read()?;
                 if s.fd.is_some() {
                     s.size
@@ -291,7 +386,7 @@ impl SizeStore {
         ctx: &ContextV2,
     ) -> Result<NodeCrypt> {
         match self {
-            SizeStore::Length => {
+            SizeStore::Length | SizeStore::Tagged => {
                 fs.need_key()?;
                 let c = fs.keys.node_crypt(ctx, NodeKind::File, inode.backing_ino);
                 fs.note(inode, None, c)

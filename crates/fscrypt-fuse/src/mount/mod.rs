@@ -80,6 +80,12 @@ pub struct MountConfig {
     /// [`mount`] and [`mount_on`] only (not [`mount_background`]); `None`:
     /// never.
     pub idle: Option<std::time::Duration>,
+    /// Format 3: the directory of this machine's memory of the file
+    /// generations it saw in this vault
+    /// ([`GenerationStore`](fscrypt_vault::integrity::generations::GenerationStore),
+    /// usually its `default_dir`), to catch a file put back to an earlier
+    /// version of itself. `None`: rollback is not detected.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for MountConfig {
@@ -101,6 +107,7 @@ impl std::fmt::Debug for MountConfig {
             .field("acl", &self.acl)
             .field("io_uring", &self.io_uring)
             .field("idle", &self.idle)
+            .field("state_dir", &self.state_dir)
             .finish()
     }
 }
@@ -180,6 +187,17 @@ fn prepare(
             acl: config.acl,
         },
     )?;
+    if fs.format() == crate::layout::Format::V3
+        && let Some(state) = &config.state_dir
+    {
+        match fscrypt_vault::integrity::generations::GenerationStore::open(state) {
+            Ok(g) => fs.remember_generations(g),
+            Err(e) => log::warn!(
+                "fscrypt-fuse: cannot open {} ({e}); files put back to an earlier version will not be noticed",
+                state.display()
+            ),
+        }
+    }
     if sharing == Sharing::SharedAlone {
         lock.share(dir).map_err(mount_err)?;
     }

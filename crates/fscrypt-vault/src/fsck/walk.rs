@@ -186,6 +186,13 @@ fn corruption_kind(c: Corruption) -> Kind {
         Corruption::BadLongName => Kind::BadSideFile,
         Corruption::BadSymlink => Kind::BadSymlink,
         Corruption::MissingDirMeta => Kind::DirWithoutMetadata,
+        // Format 3's own findings are reported by its checks, not through
+        // this mapping (the engine's reads produce these).
+        Corruption::BadTag(_)
+        | Corruption::BadRecord(_)
+        | Corruption::Unbound
+        | Corruption::RolledBack { .. }
+        | Corruption::BadHint => Kind::BadLength,
     }
 }
 

@@ -35,6 +35,12 @@ pub const MAX_BINDINGS: usize = (RECORD_SPACE - FIXED - 16) / BINDING_SIZE;
 /// crash: the next writer checks the file's slot pairs first.
 pub const FLAG_WRITING: u8 = 1;
 
+/// `flags` bit: the file has had more names than [`MAX_BINDINGS`]: its
+/// bindings are no longer checked (a file with that many hard links, as
+/// backup tools make, is not bound to its place; `docs/vault-format.md`
+/// §10 says so).
+pub const FLAG_MANY_LINKS: u8 = 2;
+
 /// One record's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRecord {
@@ -133,7 +139,7 @@ impl FileRecord {
             return Err(RecordError::BadTag);
         }
         let flags = fixed[32];
-        if flags & !FLAG_WRITING != 0
+        if flags & !(FLAG_WRITING | FLAG_MANY_LINKS) != 0
             || fixed[16..24].iter().any(|&x| x != 0)
             || fixed[34..40].iter().any(|&x| x != 0)
         {
@@ -183,11 +189,14 @@ impl FileRecord {
         }
     }
 
-    /// Whether `binding` is one of this file's names.
+    /// Whether `binding` is one of this file's names (always, once the
+    /// file has had more names than fit: [`FLAG_MANY_LINKS`]).
     pub fn is_bound_to(&self, binding: &[u8; BINDING_SIZE]) -> bool {
-        self.bindings
-            .iter()
-            .any(|b| subtle::ConstantTimeEq::ct_eq(&b[..], &binding[..]).into())
+        self.flags & FLAG_MANY_LINKS != 0
+            || self
+                .bindings
+                .iter()
+                .any(|b| subtle::ConstantTimeEq::ct_eq(&b[..], &binding[..]).into())
     }
 }
 

@@ -1,0 +1,546 @@
+//! Format 3 regular files in the engine: the record (authenticated size,
+//! generation, bindings), the tag slots beside every data unit, and the
+//! checks made when a file is opened (`docs/vault-format.md` §4b; bytes in
+//! `fscrypt_vault::integrity`).
+//!
+//! An open file's format 3 state is a [`TaggedFile`] in its
+//! [`FileState`](crate::inodes::FileState), read from the very object
+//! opened and kept while handles are open, so the record is written only
+//! by the mount that holds the file's lock. Every function here runs with
+//! that lock held.
+
+use std::fs::File;
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
+
+use fscrypt::NONCE_SIZE;
+use fscrypt_vault::integrity::IntegrityKeys;
+use fscrypt_vault::integrity::MacKind;
+use fscrypt_vault::integrity::generations::Seen;
+use fscrypt_vault::integrity::record::{
+    BINDING_SIZE, FLAG_MANY_LINKS, FLAG_WRITING, FileRecord, MAX_BINDINGS, RECORD_A, RECORD_B,
+    RECORD_SPACE,
+};
+use fscrypt_vault::integrity::units::{
+    self, GROUP_UNITS, SLOT_PAIR_SIZE, SLOT_SIZE, Slot, SlotPair,
+};
+
+use crate::error::{Corruption, Error, Result};
+use crate::inodes::{Inode, Kind, Link};
+use crate::layout::{BackingName, HEADER_SIZE, HEADER_USED, Header, HeaderKind};
+
+use super::backing::open_entry;
+use super::size::SizeStore;
+use super::{EncryptedFs, is_zero, pread_full};
+
+/// What the engine keeps of an open format 3 file.
+#[derive(Debug)]
+pub(crate) struct TaggedFile {
+    /// The file's nonce (its context's), inside every tag of it.
+    pub(crate) nonce: [u8; NONCE_SIZE],
+    /// The current record, as last written or read.
+    pub(crate) record: FileRecord,
+    /// Where the next record goes ([`RECORD_A`] or [`RECORD_B`]: the one
+    /// not holding the current record).
+    next_at: u64,
+    /// Whether this mount bumped the generation and set the writing flag
+    /// (the first change since the file was opened); the last close then
+    /// clears the flag.
+    session: bool,
+    /// Whether a unit's newer slot may not verify its contents (a crash in
+    /// a write session, or a failed unit write): writers then check the
+    /// current contents before choosing which slot to overwrite.
+    suspect: bool,
+}
+
+/// A change of a file's bindings ([`EncryptedFs::rebind_entry`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Rebind {
+    /// Add `to`, for a file bound to `from` (before a rename or link).
+    Add {
+        /// The binding the file must have (its name being renamed or
+        /// linked from).
+        from: [u8; BINDING_SIZE],
+        /// The binding to add.
+        to: [u8; BINDING_SIZE],
+    },
+    /// Drop a binding (after a rename or unlink), unless it is the last.
+    Drop([u8; BINDING_SIZE]),
+}
+
+/// The bytes read at open: the header and both records.
+const HEAD_READ: usize = RECORD_B as usize + RECORD_SPACE;
+
+impl TaggedFile {
+    /// The state of a file just created with nonce `nonce` and bound to
+    /// one name: generation 1, in a write session (the writing flag is in
+    /// the first record, cleared at the last close).
+    pub(crate) fn created(nonce: [u8; NONCE_SIZE], binding: [u8; BINDING_SIZE]) -> TaggedFile {
+        TaggedFile {
+            nonce,
+            record: FileRecord::new(binding),
+            next_at: RECORD_B,
+            session: true,
+            suspect: false,
+        }
+    }
+}
+
+impl EncryptedFs {
+    fn ikeys(&self) -> Result<&IntegrityKeys> {
+        self.keys.integrity()
+    }
+
+    /// The binding of a file to the link `l` (its parent's nonce and the
+    /// backing name as the vault wrote it).
+    pub(super) fn binding_of(&self, l: &Link) -> Result<[u8; BINDING_SIZE]> {
+        let parent = self.dir_context(&l.parent)?;
+        self.binding(&parent.nonce, &l.name.original())
+    }
+
+    /// Format 3: the binding of a file to the backing entry `name` in the
+    /// directory `dir`; `None` in other formats.
+    pub(super) fn name_binding(
+        &self,
+        dir: &Inode,
+        name: &BackingName,
+    ) -> Result<Option<[u8; BINDING_SIZE]>> {
+        if self.sizes() != SizeStore::Tagged {
+            return Ok(None);
+        }
+        let d = self.dir_context(dir)?;
+        self.binding(&d.nonce, &name.original()).map(Some)
+    }
+
+    /// The binding of a file to the backing name `name` in the directory
+    /// with nonce `parent`.
+    pub(super) fn binding(&self, parent: &[u8; NONCE_SIZE], name: &str) -> Result<[u8; 16]> {
+        Ok(self.ikeys()?.binding(parent, name.as_bytes()))
+    }
+
+    /// The header region of a new format 3 file: the header with `h`'s
+    /// context and record A of `t`.
+    pub(super) fn created_region(
+        &self,
+        h: &Header,
+        t: &TaggedFile,
+    ) -> Result<[u8; HEADER_SIZE as usize]> {
+        let mut region = [0u8; HEADER_SIZE as usize];
+        region[..HEADER_USED].copy_from_slice(&h.to_bytes());
+        let rec = self.encode_record(t)?;
+        region[RECORD_A as usize..RECORD_A as usize + rec.len()].copy_from_slice(&rec);
+        Ok(region)
+    }
+
+    fn encode_record(&self, t: &TaggedFile) -> Result<Vec<u8>> {
+        t.record
+            .encode(self.ikeys()?, &t.nonce)
+            .map_err(|_| Error::Sys(rustix::io::Errno::MLINK))
+    }
+
+    /// Reads `inode`'s object `f` (just opened): its
+    /// header and current record, checked against what the mount knows
+    /// (its names, the generation this machine saw, the length hint).
+    /// Returns the header (its size the authenticated one) and the state.
+    ///
+    /// # Errors
+    /// `EIO` (logged with the backing path) for a bad header or record, an
+    /// unbound name, a rollback or a length that is not the hint; backing
+    /// errors.
+    pub(super) fn load_tagged(&self, inode: &Inode, f: &File) -> Result<(Header, TaggedFile)> {
+        let r = self.load_tagged_inner(inode, f);
+        self.note(inode, None, r)
+    }
+
+    fn load_tagged_inner(&self, inode: &Inode, f: &File) -> Result<(Header, TaggedFile)> {
+        let (h, t) = self.load_record(f)?;
+        let record = &t.record;
+        // Bound to every name the mount found it under.
+        let mut i = 0;
+        while let Some(l) = inode.link_at(i) {
+            if !record.is_bound_to(&self.binding_of(&l)?) {
+                return Err(Error::Corrupt(Corruption::Unbound));
+            }
+            i += 1;
+        }
+        if let Some(g) = &self.generations
+            && let Seen::RolledBack { seen } = g.check(&t.nonce, record.generation)
+        {
+            return Err(Error::Corrupt(Corruption::RolledBack {
+                generation: record.generation,
+                seen,
+            }));
+        }
+        let len = f.metadata()?.len();
+        let hint = units::len_for_size(record.size, self.du).ok_or(Error::FileTooBig)?;
+        if len < hint || (len > hint && !t.suspect) {
+            return Err(Error::Corrupt(Corruption::BadHint));
+        }
+        Ok((h, t))
+    }
+
+    /// Reads the header and current record of the format 3 file `f`,
+    /// without checking them against names, generations or the length.
+    fn load_record(&self, f: &File) -> Result<(Header, TaggedFile)> {
+        let keys = self.ikeys()?;
+        let mut b = vec![0u8; HEAD_READ];
+        pread_full(f, &mut b, 0)?;
+        let mut h = Header::parse_as(&b[..HEADER_USED], HeaderKind::File, self.format)?;
+        self.keys.check_context(&h.context)?;
+        let nonce = h.context.nonce;
+        let (record, next_at) = FileRecord::current(
+            &b[RECORD_A as usize..RECORD_A as usize + RECORD_SPACE],
+            &b[RECORD_B as usize..],
+            keys,
+            &nonce,
+        )
+        .map_err(|e| Error::Corrupt(Corruption::BadRecord(e)))?;
+        let leftover = record.flags & FLAG_WRITING != 0;
+        let t = TaggedFile {
+            nonce,
+            record,
+            next_at,
+            session: false,
+            suspect: leftover,
+        };
+        h.size = t.record.size;
+        Ok((h, t))
+    }
+
+    /// Writes `t`'s record (sequence + 1) over the older of A and B.
+    ///
+    /// # Errors
+    /// `EMLINK` past [`MAX_BINDINGS`], backing errors.
+    pub(super) fn write_record(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
+        t.record.seq += 1;
+        let b = match self.encode_record(t) {
+            Ok(b) => b,
+            Err(e) => {
+                t.record.seq -= 1;
+                return Err(e);
+            }
+        };
+        f.write_all_at(&b, t.next_at)?;
+        t.next_at = if t.next_at == RECORD_A {
+            RECORD_B
+        } else {
+            RECORD_A
+        };
+        Ok(())
+    }
+
+    /// Before the first change of an open session: the generation + 1 and
+    /// the writing flag, in the record, then in this machine's memory.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn begin_change(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
+        if t.session {
+            return Ok(());
+        }
+        t.record.generation += 1;
+        t.record.flags |= FLAG_WRITING;
+        self.write_record(f, t)?;
+        t.session = true;
+        let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
+        if f.metadata()?.len() > hint {
+            // A crash in an earlier write session left units past the
+            // size: nothing of them may come back when the file grows.
+            f.set_len(hint)?;
+            self.clear_slots_from(f, t.record.size.div_ceil(self.du))?;
+        }
+        if let Some(g) = &self.generations
+            && let Err(e) = g.saw(&t.nonce, t.record.generation)
+        {
+            log::warn!(
+                "fscrypt-fuse: cannot record a file generation ({e}); rollback of it will go unnoticed"
+            );
+        }
+        Ok(())
+    }
+
+    /// At the last close: the writing flag cleared, if this mount set it.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn end_session(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
+        if !t.session {
+            return Ok(());
+        }
+        t.record.flags &= !FLAG_WRITING;
+        self.write_record(f, t)?;
+        t.session = false;
+        Ok(())
+    }
+
+    /// Adds (`add`) or removes a binding of the file `t` and writes the
+    /// record. Past [`MAX_BINDINGS`] names the record gets
+    /// [`FLAG_MANY_LINKS`] instead.
+    ///
+    /// # Errors
+    /// Backing errors.
+    fn rebind(
+        &self,
+        f: &File,
+        t: &mut TaggedFile,
+        binding: [u8; BINDING_SIZE],
+        add: bool,
+    ) -> Result<()> {
+        let had = t.record.is_bound_to(&binding);
+        if add == had {
+            return Ok(());
+        }
+        if add {
+            if t.record.bindings.len() >= MAX_BINDINGS {
+                // No room: the file stops being bound to its names.
+                t.record.flags |= FLAG_MANY_LINKS;
+            } else {
+                t.record.bindings.push(binding);
+            }
+        } else {
+            if t.record.bindings.len() <= 1 {
+                return Ok(());
+            }
+            t.record.bindings.retain(|b| b != &binding);
+        }
+        self.write_record(f, t)
+    }
+
+    /// Format 3: changes the bindings of the regular file stored as `name`
+    /// in the backing directory `dir` (backing inode `ino`; `parent` is
+    /// that directory's inode, for the log). Through the open file's state
+    /// when the mount has one, so the record has one writer.
+    ///
+    /// # Errors
+    /// `EIO` ([`Corruption::Unbound`]) when adding a name to a file not
+    /// bound to the name it is renamed or linked from (a moved or swapped
+    /// backing file is not laundered by a rename); `EMLINK`, `ESTALE` when
+    /// the entry is no longer that object, backing errors.
+    pub(super) fn rebind_entry(
+        &self,
+        parent: &Inode,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        ino: u64,
+        change: Rebind,
+    ) -> Result<()> {
+        let open_rw = || -> Result<File> {
+            let fd = open_entry(dir, name, OFlags::RDWR, Mode::empty())?;
+            let f = File::from(fd);
+            if f.metadata()?.ino() != ino {
+                return Err(Error::Stale);
+            }
+            Ok(f)
+        };
+        let known = self
+            .inodes
+            .with_backing(ino)
+            .into_iter()
+            .find(|i| i.kind == Kind::File);
+        let r = match &known {
+            Some(inode) => {
+                let mut st = inode.file.write()?;
+                let f = match (&st.fd, st.fd_writable) {
+                    (Some(f), true) => f.clone(),
+                    _ => Arc::new(open_rw()?),
+                };
+                match st.tagged.as_deref_mut() {
+                    Some(t) => self.apply_rebind(&f, t, change),
+                    None => {
+                        let (_, mut t) = self.load_record(&f)?;
+                        self.apply_rebind(&f, &mut t, change)
+                    }
+                }
+            }
+            None => {
+                let f = open_rw()?;
+                let (_, mut t) = self.load_record(&f)?;
+                self.apply_rebind(&f, &mut t, change)
+            }
+        };
+        if let Err(e) = &r
+            && e.is_corruption()
+        {
+            log::error!(
+                "fscrypt-fuse: corrupt backing object {}: {e}",
+                self.backing_path(parent).join(name).display()
+            );
+        }
+        r
+    }
+
+    fn apply_rebind(&self, f: &File, t: &mut TaggedFile, change: Rebind) -> Result<()> {
+        match change {
+            Rebind::Add { from, to } => {
+                if !t.record.is_bound_to(&from) {
+                    return Err(Error::Corrupt(Corruption::Unbound));
+                }
+                self.rebind(f, t, to, true)
+            }
+            Rebind::Drop(b) => self.rebind(f, t, b, false),
+        }
+    }
+
+    /// Checks the units `first..` of one group whose stored bytes are in
+    /// `buf` (whole units), against their slots: a unit verifying under a
+    /// slot keeps its ciphertext; a never-written unit (no slot, all-zero
+    /// bytes) and a hole slot become zeros. Returns the bit mask (bit `k`
+    /// for unit `first + k`) of units holding ciphertext to decrypt.
+    ///
+    /// # Errors
+    /// `EIO` ([`Corruption::BadTag`]) for the first unit that fails.
+    pub(super) fn verify_units(
+        &self,
+        f: &File,
+        t: &TaggedFile,
+        first: u64,
+        buf: &mut [u8],
+    ) -> Result<u128> {
+        let du = self.du as usize;
+        let n = buf.len() / du;
+        debug_assert!(first % GROUP_UNITS + n as u64 <= GROUP_UNITS);
+        let keys = self.ikeys()?;
+        let pairs = self.read_pairs(f, first, n)?;
+        let mut stored = 0u128;
+        for (k, unit) in buf.chunks_exact_mut(du).enumerate() {
+            let idx = first + k as u64;
+            let pair = pair_at(&pairs, k);
+            if pair.is_empty() {
+                if !is_zero(unit) {
+                    return Err(Error::Corrupt(Corruption::BadTag(idx)));
+                }
+                continue;
+            }
+            match verifying_slot(keys, &t.nonce, idx, &pair, unit) {
+                Some(s) if s.is_hole() => unit.fill(0),
+                Some(_) => stored |= 1 << k,
+                None => return Err(Error::Corrupt(Corruption::BadTag(idx))),
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Writes the tags of units `first..` of one group whose new
+    /// ciphertext is `ct` (whole units), before the caller writes the
+    /// units: each goes into the slot not holding the current contents'
+    /// tag, with the next sequence number.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn tag_units(
+        &self,
+        f: &File,
+        t: &mut TaggedFile,
+        first: u64,
+        ct: &[u8],
+    ) -> Result<()> {
+        let du = self.du as usize;
+        let n = ct.len() / du;
+        debug_assert!(first % GROUP_UNITS + n as u64 <= GROUP_UNITS);
+        let keys = self.ikeys()?;
+        let mut pairs = self.read_pairs(f, first, n)?;
+        let current = if t.suspect {
+            let mut cur = vec![0u8; ct.len()];
+            pread_full(f, &mut cur, self.sizes().unit_at(first, self.du))?;
+            Some(cur)
+        } else {
+            None
+        };
+        for (k, unit) in ct.chunks_exact(du).enumerate() {
+            let idx = first + k as u64;
+            let pair = pair_at(&pairs, k);
+            let now = match &current {
+                Some(cur) => {
+                    let c = &cur[k * du..(k + 1) * du];
+                    pair.by_age()
+                        .find(|(_, s)| slot_verifies(keys, &t.nonce, idx, s, c))
+                        .map(|(i, _)| i)
+                }
+                None => pair.newer(),
+            };
+            let (slot, seq) = pair.next_write(now);
+            let state = Slot::state_for(seq, false);
+            let mac = keys.tag(MacKind::DataUnit, state, idx, &t.nonce, unit);
+            let s = Slot::new(seq, false, &mac).to_bytes();
+            let at = k * SLOT_PAIR_SIZE + slot * SLOT_SIZE;
+            pairs[at..at + SLOT_SIZE].copy_from_slice(&s);
+        }
+        let off = units::slot_pair_offset(first, self.du).ok_or(Error::FileTooBig)?;
+        f.write_all_at(&pairs, off)?;
+        Ok(())
+    }
+
+    /// Marks `t` as having slots that may not follow the sequence rule
+    /// (after a unit write failed between its tag and its bytes).
+    pub(super) fn suspect(t: &mut TaggedFile) {
+        t.suspect = true;
+    }
+
+    /// Clears the slot pairs of units `from..` up to the end of their
+    /// group (the units past a new, smaller size; later groups' tag blocks
+    /// lie past the backing length).
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn clear_slots_from(&self, f: &File, from: u64) -> Result<()> {
+        let n = (GROUP_UNITS - from % GROUP_UNITS) as usize;
+        let off = units::slot_pair_offset(from, self.du).ok_or(Error::FileTooBig)?;
+        let len = f.metadata()?.len();
+        if off >= len {
+            return Ok(());
+        }
+        let mut b = vec![0u8; n * SLOT_PAIR_SIZE];
+        let end = (off + b.len() as u64).min(len);
+        let b = &mut b[..(end - off) as usize];
+        let mut cur = vec![0u8; b.len()];
+        pread_full(f, &mut cur, off)?;
+        if !is_zero_or_empty(&cur) {
+            b.fill(0);
+            f.write_all_at(b, off)?;
+        }
+        Ok(())
+    }
+
+    fn read_pairs(&self, f: &File, first: u64, n: usize) -> Result<Vec<u8>> {
+        let mut pairs = vec![0u8; n * SLOT_PAIR_SIZE];
+        let off = units::slot_pair_offset(first, self.du).ok_or(Error::FileTooBig)?;
+        pread_full(f, &mut pairs, off)?;
+        Ok(pairs)
+    }
+}
+
+fn is_zero_or_empty(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0)
+}
+
+fn pair_at(pairs: &[u8], k: usize) -> SlotPair {
+    let mut p = [0u8; SLOT_PAIR_SIZE];
+    p.copy_from_slice(&pairs[k * SLOT_PAIR_SIZE..(k + 1) * SLOT_PAIR_SIZE]);
+    SlotPair::parse(&p)
+}
+
+fn slot_verifies(
+    keys: &IntegrityKeys,
+    nonce: &[u8; NONCE_SIZE],
+    idx: u64,
+    s: &Slot,
+    unit: &[u8],
+) -> bool {
+    let payload: &[u8] = if s.is_hole() { &[] } else { unit };
+    keys.verify(MacKind::DataUnit, s.state, idx, nonce, payload, &s.tag)
+}
+
+fn verifying_slot(
+    keys: &IntegrityKeys,
+    nonce: &[u8; NONCE_SIZE],
+    idx: u64,
+    pair: &SlotPair,
+    unit: &[u8],
+) -> Option<Slot> {
+    pair.by_age()
+        .map(|(_, s)| s)
+        .find(|s| slot_verifies(keys, nonce, idx, s, unit))
+}
