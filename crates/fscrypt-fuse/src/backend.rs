@@ -234,6 +234,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// As the back-end's.
     fn release(&self, h: FileHandle) -> Result<()>;
 
+    /// FLUSH of a file handle (each `close(2)` of a descriptor, before it
+    /// returns). `Ok(false)`: the back-end has nothing to do on close, and
+    /// the kernel is told to stop sending FLUSH (ENOSYS).
+    ///
+    /// # Errors
+    /// As the back-end's.
+    fn flush(&self, _h: FileHandle) -> Result<bool> {
+        Ok(false)
+    }
+
     /// FSYNC (`datasync`: fdatasync). Nothing to sync by default.
     ///
     /// # Errors

@@ -404,11 +404,11 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         &self,
         _req: &Request,
         _i: INodeNo,
-        _h: fuser::FileHandle,
+        h: fuser::FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.ops.flush());
+        empty(reply, self.ops.flush(fh(h)));
     }
 
     fn release(

@@ -13,6 +13,7 @@ use crate::layout;
 
 use super::offsets::{Units, bytes_before, eof_unit, unit_of, unit_start};
 use super::recover::crash_point;
+use super::size::SizeStore;
 use super::tags::TaggedFile;
 use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
 
@@ -606,6 +607,31 @@ impl EncryptedFs {
             }
         }
         Ok(())
+    }
+
+    /// A `close(2)` of a descriptor of handle `fh`: format 3 ends the file's
+    /// write session (the record's writing flag cleared) before the close
+    /// returns; a later write starts a new one. `Ok(false)` in the other
+    /// formats, which have nothing to do on close.
+    ///
+    /// # Errors
+    /// `EBADF` for an unknown handle, `EIO` (logged) when the record cannot
+    /// be written.
+    pub fn flush(&self, fh: FileHandle) -> Result<bool> {
+        if self.sizes() != SizeStore::Tagged {
+            return Ok(false);
+        }
+        let h = self.handles.get(fh);
+        let Some(Handle::File { inode, .. }) = h.as_deref() else {
+            return Err(Error::BadHandle);
+        };
+        let mut st = inode.file.write()?;
+        let f = st.fd.clone();
+        if let (Some(t), Some(f)) = (st.tagged.as_deref_mut(), f) {
+            let ended = self.end_session(&f, t);
+            self.note(inode, None, ended)?;
+        }
+        Ok(true)
     }
 
     /// Closes a file handle; the backing fd closes with the last handle.

@@ -385,7 +385,11 @@ impl EncryptedFs {
         let bname = self.name_for_create(&np, newname)?;
         // Format 3: bound to the new name first (the file must be bound to
         // the name it is linked from).
-        if let (Some(to), Some(l)) = (self.name_binding(&np, &bname)?, inode.first_link()) {
+        let binding = match inode.kind {
+            Kind::File => self.name_binding(&np, &bname)?,
+            _ => None,
+        };
+        if let (Some(to), Some(l)) = (binding, inode.first_link()) {
             let from = self.binding_of(&l)?;
             let dfd = self.dir_fd(&l.parent)?;
             let add = Rebind::Add { from, to };

@@ -183,6 +183,10 @@ impl Backend for EncryptedFs {
         EncryptedFs::release(self, h)
     }
 
+    fn flush(&self, h: FileHandle) -> Result<bool> {
+        EncryptedFs::flush(self, h)
+    }
+
     fn fsync(&self, h: FileHandle, datasync: bool) -> Result<()> {
         EncryptedFs::fsync(self, h, datasync)
     }

@@ -76,14 +76,15 @@ const HEAD_READ: usize = RECORD_B as usize + RECORD_SPACE;
 
 impl TaggedFile {
     /// The state of a file just created with nonce `nonce` and bound to
-    /// one name: generation 1, in a write session (the writing flag is in
-    /// the first record, cleared at the last close).
+    /// one name: generation 1, empty and complete (its first write opens a
+    /// write session, which a close ends: nothing is written for a file
+    /// only created).
     pub(crate) fn created(nonce: [u8; NONCE_SIZE], binding: [u8; BINDING_SIZE]) -> TaggedFile {
         TaggedFile {
             nonce,
             record: FileRecord::new(binding),
             next_at: RECORD_B,
-            session: true,
+            session: false,
             suspect: false,
         }
     }

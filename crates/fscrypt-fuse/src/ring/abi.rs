@@ -189,6 +189,16 @@ pub(super) struct fuse_write_in {
     pub(super) padding: u32,
 }
 
+/// `struct fuse_flush_in` (FLUSH).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub(super) struct fuse_flush_in {
+    pub(super) fh: u64,
+    pub(super) unused: u32,
+    pub(super) padding: u32,
+    pub(super) lock_owner: u64,
+}
+
 /// `struct fuse_release_in` (RELEASE, RELEASEDIR).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]

@@ -390,7 +390,7 @@ fn answer<B: Backend>(
                 Done::Xattr(ops.listxattr(h.uid, i, g.size)?)
             }
             FUSE_REMOVEXATTR => Done::Empty(ops.removexattr(i, name(args)?.0)?),
-            FUSE_FLUSH => Done::Empty(ops.flush()?),
+            FUSE_FLUSH => Done::Empty(ops.flush(FileHandle(arg::<fuse_flush_in>(op)?.fh))?),
             FUSE_OPENDIR => {
                 let (fh, flags) = ops.opendir(i)?;
                 Done::Open(fh, flags.bits())

@@ -75,13 +75,14 @@ pub enum RecordError {
 
 impl FileRecord {
     /// A new file's first record: size 0, generation 1, bound to one name,
-    /// written by a writer that has it open.
+    /// complete (no writing flag: an empty file has nothing to tear; its
+    /// first write opens a write session).
     pub fn new(binding: [u8; BINDING_SIZE]) -> FileRecord {
         FileRecord {
             seq: 1,
             size: 0,
             generation: 1,
-            flags: FLAG_WRITING,
+            flags: 0,
             bindings: vec![binding],
         }
     }
