@@ -235,4 +235,13 @@ pub enum Corruption {
     /// A directory has no readable metadata file.
     #[error("directory metadata file missing")]
     MissingDirMeta,
+    /// Format 3: a backing name (or its long-name side file) whose tag does
+    /// not verify under its directory's nonce: changed, or moved from
+    /// another directory (`docs/design/vault-format-3.md`, "Names").
+    #[error("name tag does not verify (changed or moved backing name)")]
+    BadNameTag,
+    /// Format 3: a symlink target (inline or in the symlink store) whose tag
+    /// does not verify (`docs/design/vault-format-3.md`, "Symlinks").
+    #[error("symlink target tag does not verify (changed target)")]
+    BadSymlinkTag,
 }

@@ -186,6 +186,8 @@ fn corruption_kind(c: Corruption) -> Kind {
         Corruption::BadLongName => Kind::BadSideFile,
         Corruption::BadSymlink => Kind::BadSymlink,
         Corruption::MissingDirMeta => Kind::DirWithoutMetadata,
+        Corruption::BadNameTag => Kind::BadNameTag,
+        Corruption::BadSymlinkTag => Kind::BadSymlinkTag,
     }
 }
 
