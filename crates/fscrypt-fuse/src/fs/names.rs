@@ -415,12 +415,11 @@ impl EncryptedFs {
         // the name, so nothing planted there (a symlink, a hard link to
         // another file) is ever written through, and a crash never leaves a
         // truncated side file.
-        if let Ok(f) = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty()) {
-            if let Ok(b) = read_side_file(&File::from(f))
-                && b == content
-            {
-                return Ok(());
-            }
+        if let Ok(f) = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty())
+            && let Ok(b) = read_side_file(&File::from(f))
+            && b == content
+        {
+            return Ok(());
         }
         let tmp = super::recover::tmp_name()?;
         let r = (|| -> Result<()> {
