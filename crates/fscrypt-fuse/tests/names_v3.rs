@@ -575,3 +575,82 @@ fn a_changed_stored_symlink_target_is_eio_in_v3() {
     }
     assert!(v2_garbage > 0);
 }
+
+/// The backing entry (in the backing root) behind mount path `p`.
+fn backing_of(v: &test_support::fuse::Vault, p: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let ino = fs::symlink_metadata(p).unwrap().ino();
+    fs::read_dir(v.backing.path())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .find(|e| e.metadata().unwrap().ino() == ino)
+        .unwrap()
+        .path()
+}
+
+#[test]
+fn through_a_mount() {
+    if !test_support::fuse_available(module_path!()) {
+        return;
+    }
+    let mut v = test_support::fuse::Vault::with_format("v3-mount", policy(), Format::V3);
+    let medium = "m".repeat(100);
+    let long = "z".repeat(255);
+    for n in ["a", medium.as_str(), long.as_str()] {
+        fs::write(v.p(n), n).unwrap();
+    }
+    // Inline symlink targets hold 16 bytes less than in format 2 (3028).
+    let t = |n: usize| "abcdefgh/xyz".repeat(400)[..n].to_string();
+    for n in [3012, 3013] {
+        std::os::unix::fs::symlink(t(n), v.p(&format!("s{n}"))).unwrap();
+        let backing = fs::read_link(backing_of(&v, &v.p(&format!("s{n}")))).unwrap();
+        let inline = !backing.to_string_lossy().starts_with("fscrypt.");
+        assert_eq!(inline, n == 3012, "{n}");
+        assert_eq!(
+            fs::read_link(v.p(&format!("s{n}"))).unwrap().to_str(),
+            Some(t(n).as_str())
+        );
+    }
+    let listed = |v: &test_support::fuse::Vault| {
+        let mut l: Vec<String> = fs::read_dir(v.mnt.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        l.sort();
+        l
+    };
+    let mut all = vec![
+        "a".to_string(),
+        medium.clone(),
+        long.clone(),
+        "s3012".into(),
+        "s3013".into(),
+    ];
+    all.sort();
+    assert_eq!(listed(&v), all);
+
+    // Tamper with the backing name of "a" and the inline target of s3012.
+    let a = backing_of(&v, &v.p("a"));
+    let name = a.file_name().unwrap().to_str().unwrap().to_string();
+    let link = backing_of(&v, &v.p("s3012"));
+    let good = fs::read_link(&link)
+        .unwrap()
+        .into_os_string()
+        .into_string()
+        .unwrap();
+    v.mount.take().unwrap().unmount().unwrap();
+    fs::rename(&a, v.backing.path().join(flip_char(&name, 5))).unwrap();
+    relink(&link, &flip_char(&good, 2000));
+    v.remount(true);
+    all.retain(|n| n != "a");
+    assert_eq!(listed(&v), all);
+    assert_eq!(
+        fs::metadata(v.p("a")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(
+        fs::read_link(v.p("s3012")).unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    assert_eq!(fs::read(v.p(&long)).unwrap(), long.as_bytes());
+}
