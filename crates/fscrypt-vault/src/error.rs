@@ -261,4 +261,13 @@ pub enum Corruption {
     /// size (truncated, or extended outside a write session).
     #[error("backing length does not match the authenticated size")]
     BadHint,
+    /// Format 3: a backing name (or its long-name side file) whose tag does
+    /// not verify under its directory's nonce: changed, or moved from
+    /// another directory (`docs/design/vault-format-3.md`, "Names").
+    #[error("name tag does not verify (changed or moved backing name)")]
+    BadNameTag,
+    /// Format 3: a symlink target (inline or in the symlink store) whose tag
+    /// does not verify (`docs/design/vault-format-3.md`, "Symlinks").
+    #[error("symlink target tag does not verify (changed target)")]
+    BadSymlinkTag,
 }

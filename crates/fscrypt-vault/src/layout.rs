@@ -441,11 +441,20 @@ impl BackingName {
     /// ciphertext `ct`: [`BackingName::from_ciphertext`] with `marker`
     /// inserted where the tools put it ([`conflict::insert`]).
     pub fn conflict_copy(ct: &[u8], marker: &str) -> BackingName {
-        let b = BackingName::from_ciphertext(ct);
+        BackingName::from_ciphertext(ct).with_marker(marker)
+    }
+
+    /// This name as a sync tool's conflict copy: `marker` inserted where
+    /// the tools put it ([`conflict::insert`]) into the name the vault
+    /// wrote.
+    pub fn with_marker(self, marker: &str) -> BackingName {
         BackingName {
-            name: String::from_utf8_lossy(&conflict::insert(b.name.as_bytes(), marker.as_bytes()))
-                .into_owned(),
-            long: b.long,
+            name: String::from_utf8_lossy(&conflict::insert(
+                self.original().as_bytes(),
+                marker.as_bytes(),
+            ))
+            .into_owned(),
+            long: self.long,
             marker: Some(marker.to_owned()),
         }
     }

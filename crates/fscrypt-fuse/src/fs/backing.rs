@@ -160,12 +160,15 @@ impl EncryptedFs {
         Ok(h.context)
     }
 
-    /// Decodes a stored symlink target into context and blob.
-    fn decode_target(&self, target: &[u8]) -> Result<(ContextV2, Vec<u8>)> {
-        self.decode_backing_symlink(target).and_then(|(ctx, blob)| {
-            self.keys.check_context(&ctx)?;
-            Ok((ctx, blob))
-        })
+    /// Decodes a stored symlink target into context and blob; format 3:
+    /// checking its tag when `check_tag` (readlink), not when only the
+    /// context is needed (a lookup, finding the object).
+    fn decode_target(&self, target: &[u8], check_tag: bool) -> Result<(ContextV2, Vec<u8>)> {
+        self.decode_backing_symlink(target, check_tag)
+            .and_then(|(ctx, blob)| {
+                self.keys.check_context(&ctx)?;
+                Ok((ctx, blob))
+            })
     }
 
     /// Corruption becomes `None` (logged), other errors pass.
@@ -215,7 +218,7 @@ impl EncryptedFs {
             }
             Kind::Symlink => {
                 let t = rustix::fs::readlinkat(path, "", Vec::new()).map_err(sys)?;
-                let r = self.decode_target(t.as_bytes()).map(|(c, _)| (c, 0));
+                let r = self.decode_target(t.as_bytes(), false).map(|(c, _)| (c, 0));
                 self.ctx_or_none(parent, bname, r)?
             }
             Kind::Special => (None, 0),
@@ -349,7 +352,7 @@ impl EncryptedFs {
             Kind::Symlink => {
                 let t = rustix::fs::readlinkat(&found.path, "", Vec::new()).map_err(sys)?;
                 if let Some(ctx) = id.context {
-                    match self.decode_target(t.as_bytes()) {
+                    match self.decode_target(t.as_bytes(), false) {
                         Ok((c, _)) if c == ctx => {}
                         _ => return Ok(None),
                     }
@@ -552,7 +555,7 @@ impl EncryptedFs {
     pub(super) fn symlink_parts(&self, inode: &Arc<Inode>) -> Result<(ContextV2, Vec<u8>)> {
         let f = self.find(inode, None)?;
         let t = f.target.unwrap_or_default();
-        let r = self.decode_target(&t);
+        let r = self.decode_target(&t, true);
         self.note(inode, None, r)
     }
 

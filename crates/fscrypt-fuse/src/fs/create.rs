@@ -18,7 +18,7 @@ use crate::handles::{FileHandle, Handle};
 use crate::inodes::{Inode, InodeNo, Kind};
 use crate::layout::{
     self, BackingName, DIR_META_NAME, HEADER_SIZE, HEADER_USED, Header, HeaderKind,
-    SYMLINK_MAX_BLOB, SYMLINK_MAX_BLOB_STORED,
+    SYMLINK_MAX_BLOB_STORED,
 };
 
 use super::recover::{Unlinked, crash_point, tmp_name};
@@ -196,28 +196,28 @@ impl EncryptedFs {
         // ENAMETOOLONG past that (targets over 4095 bytes).
         let dir = self.dir_crypt_opt(&p)?;
         let padding = self.keys.policy().flags().padding();
-        let max_blob =
-            match prepare_symlink(dir.as_deref(), target.len(), padding, SYMLINK_MAX_BLOB) {
-                Ok(_) => SYMLINK_MAX_BLOB,
-                Err(fscrypt::Error::Name(NameError::TooLong { .. })) => {
-                    prepare_symlink(
-                        dir.as_deref(),
-                        target.len(),
-                        padding,
-                        SYMLINK_MAX_BLOB_STORED,
-                    )?;
-                    SYMLINK_MAX_BLOB_STORED
-                }
-                Err(e) => return Err(e.into()),
-            };
+        let inline_max = self.symlink_max_inline();
+        let max_blob = match prepare_symlink(dir.as_deref(), target.len(), padding, inline_max) {
+            Ok(_) => inline_max,
+            Err(fscrypt::Error::Name(NameError::TooLong { .. })) => {
+                prepare_symlink(
+                    dir.as_deref(),
+                    target.len(),
+                    padding,
+                    SYMLINK_MAX_BLOB_STORED,
+                )?;
+                SYMLINK_MAX_BLOB_STORED
+            }
+            Err(e) => return Err(e.into()),
+        };
         let ctx = self.keys.new_context()?;
         let crypt = self.keys.node_crypt(&ctx, NodeKind::Symlink, 0)?;
         let blob = crypt.encrypt_symlink(target, max_blob)?;
-        let stored = max_blob > SYMLINK_MAX_BLOB;
+        let stored = max_blob > inline_max;
         let encoded = if stored {
             self.store_symlink(&ctx, &blob)?
         } else {
-            layout::encode_symlink(&ctx, &blob)
+            self.encode_inline_symlink(&ctx, &blob)?
         };
         if encoded.len() > layout::BACKING_SYMLINK_MAX {
             return Err(Error::NameTooLong);

@@ -2,6 +2,15 @@
 //! and long-name side files (spec §6, §8; `docs/vault-format.md`). Every
 //! name goes through `fscrypt::hooks` ([`FscryptName`]); this module only
 //! maps ciphertexts to backing names and back.
+//!
+//! Format 3 (`docs/design/vault-format-3.md`, "Names") tags every backing
+//! name with a MAC of its ciphertext under its directory's nonce
+//! ([`fscrypt_vault::integrity::names`]): a name whose tag does not verify
+//! is never listed and cannot be looked up (logged by backing path). On a
+//! locked mount the tag cannot be checked (it needs the key): names are
+//! shown as no-key names of their ciphertext as in the other formats, and
+//! a lookup scans the directory for the entry of that ciphertext (the
+//! backing name cannot be computed without the key).
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -18,7 +27,8 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use crate::crypt::{NodeCrypt, NodeKind};
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::{Inode, Kind};
-use crate::layout::{self, BackingName, DIR_META_NAME, EntryName};
+use crate::layout::{self, BackingName, DIR_META_NAME, EntryName, Format};
+use fscrypt_vault::integrity::{IntegrityKeys, names as tagged};
 use fscrypt_vault::{conflict, leftovers};
 
 use super::backing::open_entry;
@@ -96,7 +106,11 @@ impl EncryptedFs {
     /// [`FscryptName::matches`]. A name with a sync tool's marker that no
     /// entry has as a whole is a conflict copy's ([`EncryptedFs::existing_copy`]).
     pub(super) fn resolve_name(&self, dir: &Arc<Inode>, name: &OsStr) -> Result<BackingName> {
+        if self.format == Format::V3 && !self.keys.unlocked() {
+            return self.resolve_by_scan(dir, name);
+        }
         if let Some(b) = self.existing_copy(dir, name)? {
+            self.check_side_file_for_lookup(dir, &b)?;
             return Ok(b);
         }
         let fname = self.lookup_name(dir, name)?;
@@ -104,7 +118,9 @@ impl EncryptedFs {
             // A shorter ciphertext is no entry's: such backing names are
             // foreign (the listing skips them), so they cannot be looked up.
             Some(ct) if ct.len() >= FNAME_MIN_MSG_LEN => {
-                return Ok(BackingName::from_ciphertext(ct));
+                let b = self.backing_name_of(dir, ct)?;
+                self.check_side_file_for_lookup(dir, &b)?;
+                return Ok(b);
             }
             Some(_) => return Err(Error::NotFound),
             None => {}
@@ -124,6 +140,114 @@ impl EncryptedFs {
             }
         }
         Err(Error::NotFound)
+    }
+
+    /// [`EncryptedFs::resolve_name`] on a locked mount of a format 3 vault:
+    /// the backing name of a ciphertext needs its tag, hence the key, so
+    /// the directory is scanned for the entry whose ciphertext the no-key
+    /// name matches (an entry without a marker first, then a sync tool's
+    /// conflict copy with the name's marker).
+    fn resolve_by_scan(&self, dir: &Arc<Inode>, name: &OsStr) -> Result<BackingName> {
+        let copy = conflict::split(name.as_bytes()).and_then(|c| {
+            let f = self.lookup_name(dir, OsStr::from_bytes(&c.original)).ok()?;
+            Some((f, String::from_utf8(c.marker).ok()?))
+        });
+        let whole = match self.lookup_name(dir, name) {
+            Ok(f) => Some(f),
+            Err(e) if copy.is_none() => return Err(e),
+            Err(_) => None,
+        };
+        let fd = self.dir_fd(dir)?;
+        let mut d = rustix::fs::Dir::read_from(fd).map_err(sys)?;
+        let mut found_copy = None;
+        while let Some(ent) = d.read() {
+            let ent = ent.map_err(sys)?;
+            let Some((ct, b)) = self.entry_name(dir, ent.file_name().to_bytes())? else {
+                continue;
+            };
+            match &b.marker {
+                None if whole.as_ref().is_some_and(|f| f.matches(&ct)) => return Ok(b),
+                Some(m)
+                    if found_copy.is_none()
+                        && copy
+                            .as_ref()
+                            .is_some_and(|(f, cm)| cm == m && f.matches(&ct)) =>
+                {
+                    found_copy = Some(b);
+                }
+                _ => {}
+            }
+        }
+        found_copy.ok_or(Error::NotFound)
+    }
+
+    /// Format 3 with the key: the integrity keys and the nonce of `dir`
+    /// (under which its names are tagged); `None` in formats 1 and 2.
+    ///
+    /// # Errors
+    /// [`Error::NoKey`] on a locked mount; errors of reading the
+    /// directory's context.
+    fn name_keys(&self, dir: &Inode) -> Result<Option<(&IntegrityKeys, [u8; 16])>> {
+        if self.format != Format::V3 {
+            return Ok(None);
+        }
+        let keys = self.keys.integrity()?;
+        Ok(Some((keys, self.dir_context(dir)?.nonce)))
+    }
+
+    /// The backing name of name ciphertext `ct` in `dir`: as
+    /// [`BackingName::from_ciphertext`] in formats 1 and 2; in format 3
+    /// tagged under the directory's nonce ([`tagged::backing_name`]).
+    ///
+    /// # Errors
+    /// Format 3: [`Error::NoKey`] on a locked mount, errors of reading the
+    /// directory's context.
+    pub(super) fn backing_name_of(&self, dir: &Inode, ct: &[u8]) -> Result<BackingName> {
+        Ok(match self.name_keys(dir)? {
+            Some((keys, parent)) => tagged::backing_name(keys, &parent, ct),
+            None => BackingName::from_ciphertext(ct),
+        })
+    }
+
+    /// The bytes of the long-name side file of `ct` in `dir`: `ct` in
+    /// formats 1 and 2, `ct ‖ tag` in format 3 ([`tagged::tagged`]).
+    ///
+    /// # Errors
+    /// As [`EncryptedFs::backing_name_of`].
+    fn side_file_bytes(&self, dir: &Inode, ct: &[u8]) -> Result<Vec<u8>> {
+        Ok(match self.name_keys(dir)? {
+            Some((keys, parent)) => tagged::tagged(keys, &parent, ct),
+            None => ct.to_vec(),
+        })
+    }
+
+    /// Format 3, a lookup of a long name by its ciphertext (the backing name
+    /// is the ciphertext's hash, untagged): the side file, when there is
+    /// one, must hold the ciphertext and its tag, or the entry is damaged
+    /// (EIO, logged by the side file's backing path) as its listing is. A
+    /// missing side file is left to the lookup (no entry, most often).
+    /// Nothing to check in formats 1 and 2 and for inline names.
+    ///
+    /// # Errors
+    /// [`Corruption::BadNameTag`], [`Corruption::BadLongName`]; backing
+    /// errors.
+    fn check_side_file_for_lookup(&self, dir: &Inode, b: &BackingName) -> Result<()> {
+        if self.format != Format::V3 || !b.long {
+            return Ok(());
+        }
+        let side = b.side_file();
+        let fd = self.dir_fd(dir)?;
+        let Ok(f) = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty()) else {
+            return Ok(());
+        };
+        let content = read_side_file(&File::from(f))?;
+        let Some((keys, parent)) = self.name_keys(dir)? else {
+            return Ok(());
+        };
+        let r = tagged::open_side_file(Some(keys), &parent, &b.original(), &content)
+            .map(|_| ())
+            .map_err(Error::Corrupt);
+        self.note(dir, Some(&side), r)
     }
 
     /// When `name` (as the kernel gives it) carries a sync tool's conflict
@@ -152,7 +276,7 @@ impl EncryptedFs {
         let whole = self.lookup_name(dir, name).ok();
         if let Some(ct) = whole.as_ref().and_then(|f| f.disk_name())
             && ct.len() >= FNAME_MIN_MSG_LEN
-            && exists(&BackingName::from_ciphertext(ct))?
+            && exists(&self.backing_name_of(dir, ct)?)?
         {
             return Ok(None);
         }
@@ -160,7 +284,7 @@ impl EncryptedFs {
         let (Some(ct), Ok(marker)) = (original.disk_name(), std::str::from_utf8(&c.marker)) else {
             return Ok(None);
         };
-        let b = BackingName::conflict_copy(ct, marker);
+        let b = self.backing_name_of(dir, ct)?.with_marker(marker);
         Ok(exists(&b)?.then_some(b))
     }
 
@@ -179,6 +303,11 @@ impl EncryptedFs {
     /// internal names and for damaged ones (logged by backing name). A
     /// sync tool's conflict copy has its original's ciphertext (a long
     /// name's from the original's side file, which the two share).
+    ///
+    /// Format 3: the tag is split off and, with the key, checked under the
+    /// directory's nonce (on the name without a conflict marker): an entry
+    /// whose tag does not verify is damaged ([`Corruption::BadNameTag`]).
+    /// Without the key it cannot be checked.
     pub(super) fn entry_name(
         &self,
         dir: &Inode,
@@ -196,8 +325,25 @@ impl EncryptedFs {
             },
             (k, None) => (k, None),
         };
+        let v3 = match self.format {
+            Format::V3 => {
+                let keys = match self.keys.unlocked() {
+                    true => Some(self.keys.integrity()?),
+                    false => None,
+                };
+                Some((keys, self.dir_context(dir)?.nonce))
+            }
+            _ => None,
+        };
+        let long = written == EntryName::Long;
         let ct = match written {
-            EntryName::Short(ct) => ct,
+            EntryName::Short(stored) => match &v3 {
+                Some((keys, parent)) => match tagged::open_inline(*keys, parent, &stored) {
+                    Ok(ct) => ct,
+                    Err(c) => return damaged(c),
+                },
+                None => stored,
+            },
             EntryName::Internal => return Ok(None),
             EntryName::Invalid | EntryName::Conflict(_) => return damaged(Corruption::BadName),
             EntryName::Long => {
@@ -208,20 +354,16 @@ impl EncryptedFs {
                     let fd = self.dir_fd(dir)?;
                     let f = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty())
                         .map_err(|_| Error::Corrupt(Corruption::BadLongName))?;
-                    let f = File::from(f);
-                    let mut buf = [0u8; 300];
-                    let mut n = 0;
-                    loop {
-                        match f.read_at(&mut buf[n..], n as u64)? {
-                            0 => break,
-                            k => n += k,
+                    let content = read_side_file(&File::from(f))?;
+                    match &v3 {
+                        Some((keys, parent)) => {
+                            Ok(tagged::open_side_file(*keys, parent, &entry, &content)?)
                         }
-                        if n == buf.len() {
-                            break;
+                        None => {
+                            layout::check_long_ciphertext(&entry, &content)?;
+                            Ok(content)
                         }
                     }
-                    layout::check_long_ciphertext(&entry, &buf[..n])?;
-                    Ok(buf[..n].to_vec())
                 })();
                 match self.note(dir, Some(&side), r) {
                     Ok(ct) => ct,
@@ -229,9 +371,24 @@ impl EncryptedFs {
                 }
             }
         };
-        let b = match &marker {
-            Some((_, m)) => BackingName::conflict_copy(&ct, m),
-            None => BackingName::from_ciphertext(&ct),
+        let b = match (&v3, &marker) {
+            // Format 3: the name the vault wrote is the entry name without
+            // the marker (canonical base64url of `ct ‖ tag`, or the long
+            // name its side file hashes to): checked above.
+            (Some(_), _) => {
+                let original = marker.as_ref().map_or(ename, |(o, _)| o.as_slice());
+                let b = BackingName {
+                    name: String::from_utf8_lossy(original).into_owned(),
+                    long,
+                    marker: None,
+                };
+                match &marker {
+                    Some((_, m)) => b.with_marker(m),
+                    None => b,
+                }
+            }
+            (None, Some((_, m))) => BackingName::conflict_copy(&ct, m),
+            (None, None) => BackingName::from_ciphertext(&ct),
         };
         // The copy's name rebuilt from its parts is the entry's, or the
         // entry is not what it seemed.
@@ -249,7 +406,7 @@ impl EncryptedFs {
         &self,
         dir: &Inode,
         bname: &BackingName,
-        ct: &[u8],
+        content: &[u8],
     ) -> Result<()> {
         let fd = self.dir_fd(dir)?;
         let side = bname.side_file();
@@ -258,13 +415,11 @@ impl EncryptedFs {
         // the name, so nothing planted there (a symlink, a hard link to
         // another file) is ever written through, and a crash never leaves a
         // truncated side file.
-        if let Ok(f) = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty()) {
-            let mut buf = [0u8; NAME_MAX + 1];
-            if let Ok(n) = File::from(f).read_at(&mut buf, 0)
-                && buf[..n] == *ct
-            {
-                return Ok(());
-            }
+        if let Ok(f) = open_entry(fd, side.as_str(), OFlags::RDONLY, Mode::empty())
+            && let Ok(b) = read_side_file(&File::from(f))
+            && b == content
+        {
+            return Ok(());
         }
         let tmp = super::recover::tmp_name()?;
         let r = (|| -> Result<()> {
@@ -274,7 +429,7 @@ impl EncryptedFs {
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
                 Mode::from_raw_mode(0o600),
             )?;
-            File::from(f).write_all_at(ct, 0)?;
+            File::from(f).write_all_at(content, 0)?;
             super::recover::crash_point("name:after-side-tmp");
             rustix::fs::renameat(fd, tmp.as_str(), fd, side.as_str()).map_err(sys)?;
             super::recover::crash_point("name:after-side");
@@ -294,11 +449,13 @@ impl EncryptedFs {
     }
 
     /// The backing name of ciphertext `ct` (from [`EncryptedFs::create_name`])
-    /// in `dir`, writing the long-name side file first when needed.
+    /// in `dir` ([`EncryptedFs::backing_name_of`]), writing the long-name
+    /// side file first when needed (format 3: holding `ct ‖ tag`).
     pub(super) fn backing_name_for_create(&self, dir: &Inode, ct: &[u8]) -> Result<BackingName> {
-        let bn = BackingName::from_ciphertext(ct);
+        let bn = self.backing_name_of(dir, ct)?;
         if bn.long {
-            self.write_side_file(dir, &bn, ct)?;
+            let content = self.side_file_bytes(dir, ct)?;
+            self.write_side_file(dir, &bn, &content)?;
         }
         Ok(bn)
     }
@@ -326,4 +483,19 @@ impl EncryptedFs {
             let _ = rustix::fs::unlinkat(fd, bname.side_file().as_str(), AtFlags::empty());
         }
     }
+}
+
+/// Reads a long-name side file: at most 300 bytes (more than any valid
+/// one holds: 255 bytes of ciphertext, and 16 of tag in format 3), so an
+/// oversized one is seen as such by the checks.
+fn read_side_file(f: &File) -> Result<Vec<u8>> {
+    let mut buf = [0u8; 300];
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], n as u64)? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(buf[..n].to_vec())
 }

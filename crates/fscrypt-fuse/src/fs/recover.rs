@@ -22,9 +22,10 @@ use rustix::io::Errno;
 use crate::error::{Corruption, Error, Result};
 use crate::inodes::ROOT;
 use crate::layout::{
-    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, LONG_NAME_SUFFIX,
+    self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, LONG_NAME_SUFFIX,
     SYMLINK_MARKER_PREFIX, SYMLINK_STORE_DIR,
 };
+use fscrypt_vault::integrity::symlinks;
 use fscrypt_vault::leftovers;
 
 use super::{EncryptedFs, Sharing, sys};
@@ -188,11 +189,14 @@ impl EncryptedFs {
     /// symlink (complete before it gets its name) and returns the backing
     /// symlink target naming it.
     pub(super) fn store_symlink(&self, ctx: &ContextV2, blob: &[u8]) -> Result<String> {
+        let object = match self.format {
+            Format::V3 => symlinks::encode_store_object(self.keys.integrity()?, ctx, blob),
+            _ => layout::encode_store_object(ctx, blob),
+        };
         let dir = self.store_dir(true)?.ok_or(Error::NotFound)?;
         let u = Unlinked::new(dir.as_fd(), 0o600)?;
         let r = (|| {
-            u.file
-                .write_all_at(&layout::encode_store_object(ctx, blob), 0)?;
+            u.file.write_all_at(&object, 0)?;
             crash_point("symlink:after-store-write");
             loop {
                 let mut rnd = [0u8; 16];
@@ -221,15 +225,54 @@ impl EncryptedFs {
         }
     }
 
+    /// The largest `fscrypt_symlink_data` blob stored inline in a backing
+    /// symlink: [`layout::SYMLINK_MAX_BLOB`] in formats 1 and 2,
+    /// [`symlinks::SYMLINK_MAX_BLOB_V3`] (16 bytes less, for the tag) in
+    /// format 3. Longer ones go to the symlink store.
+    pub(super) fn symlink_max_inline(&self) -> usize {
+        match self.format {
+            Format::V3 => symlinks::SYMLINK_MAX_BLOB_V3,
+            _ => layout::SYMLINK_MAX_BLOB,
+        }
+    }
+
+    /// The inline backing target of a symlink: `base64url(context ‖ blob)`
+    /// in formats 1 and 2, with the blob's tag after it in format 3
+    /// ([`symlinks::encode_symlink`]).
+    ///
+    /// # Errors
+    /// Format 3: [`Error::NoKey`] without the key.
+    pub(super) fn encode_inline_symlink(&self, ctx: &ContextV2, blob: &[u8]) -> Result<String> {
+        Ok(match self.format {
+            Format::V3 => symlinks::encode_symlink(self.keys.integrity()?, ctx, blob),
+            _ => layout::encode_symlink(ctx, blob),
+        })
+    }
+
     /// Decodes a backing symlink target into (context, blob): inline
-    /// (base64url) or a marker naming a store object.
+    /// (base64url) or a marker naming a store object. Format 3: the tag is
+    /// split off, and checked when `check_tag` and the key is present
+    /// (readlink checks it; finding the object only needs its context).
     ///
     /// # Errors
     /// [`Corruption::BadSymlink`] when it decodes to nothing valid or its
-    /// store object is missing or damaged.
-    pub(super) fn decode_backing_symlink(&self, target: &[u8]) -> Result<(ContextV2, Vec<u8>)> {
+    /// store object is missing or damaged; [`Corruption::BadSymlinkTag`]
+    /// when its tag does not verify.
+    pub(super) fn decode_backing_symlink(
+        &self,
+        target: &[u8],
+        check_tag: bool,
+    ) -> Result<(ContextV2, Vec<u8>)> {
+        let v3 = self.format == Format::V3;
+        let keys = match v3 && check_tag && self.keys.unlocked() {
+            true => Some(self.keys.integrity()?),
+            false => None,
+        };
         if !layout::is_symlink_marker(target) {
-            return Ok(layout::decode_symlink(target)?);
+            return Ok(match v3 {
+                true => symlinks::decode_symlink(keys, target)?,
+                false => layout::decode_symlink(target)?,
+            });
         }
         let bad = || Error::Corrupt(Corruption::BadSymlink);
         let id = layout::symlink_marker_id(target).ok_or_else(bad)?;
@@ -242,7 +285,12 @@ impl EncryptedFs {
         )
         .map_err(|_| bad())?;
         let f = File::from(f);
-        let mut buf = vec![0u8; 12 + CONTEXT_SIZE + layout::SYMLINK_MAX_BLOB_STORED + 8 + 1];
+        let mut buf = vec![
+            0u8;
+            symlinks::STORE_OBJECT_MAX_V3
+                .max(12 + CONTEXT_SIZE + layout::SYMLINK_MAX_BLOB_STORED + 8)
+                + 1
+        ];
         let mut n = 0;
         while n < buf.len() {
             match f.read_at(&mut buf[n..], n as u64)? {
@@ -250,7 +298,10 @@ impl EncryptedFs {
                 k => n += k,
             }
         }
-        Ok(layout::decode_store_object(&buf[..n])?)
+        Ok(match v3 {
+            true => symlinks::decode_store_object(keys, &buf[..n])?,
+            false => layout::decode_store_object(&buf[..n])?,
+        })
     }
 
     /// Before removing the name `name` in `dir` (unlink, rename over it):

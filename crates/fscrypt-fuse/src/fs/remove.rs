@@ -11,7 +11,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 
 use crate::error::{Error, Result, WrongType};
 use crate::inodes::{InodeNo, Kind};
-use crate::layout::{self, BackingName, DIR_META_NAME, EntryName};
+use crate::layout::{self, DIR_META_NAME, EntryName};
 
 use super::backing::open_entry;
 use super::recover::crash_point;
@@ -183,9 +183,11 @@ impl EncryptedFs {
             Some(_) => self.existing_copy(&np, newname)?,
             None => None,
         };
-        let dst_name = dst_copy
-            .clone()
-            .or_else(|| new_ct.as_ref().map(|ct| BackingName::from_ciphertext(ct)));
+        let dst_name = match (&dst_copy, &new_ct) {
+            (Some(b), _) => Some(b.clone()),
+            (None, Some(ct)) => Some(self.backing_name_of(&np, ct)?),
+            (None, None) => None,
+        };
         let dst = match dst_name {
             Some(nb) => match rustix::fs::statat(npfd, nb.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
             {

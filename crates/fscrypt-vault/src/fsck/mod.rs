@@ -92,6 +92,10 @@ pub enum Kind {
     UndecryptableName,
     /// A name that decrypts but does not re-encrypt to itself.
     NonCanonicalName,
+    /// Format 3: a backing name (or its long-name side file) whose tag does
+    /// not verify with the key: changed, or moved from another directory
+    /// (`docs/design/vault-format-3.md`, "Names"). Never listed by a mount.
+    BadNameTag,
     /// A long-name entry without its side file.
     LongNameWithoutSideFile,
     /// A long-name side file that does not match its entry.
@@ -102,6 +106,10 @@ pub enum Kind {
     BadSymlink,
     /// A symlink target that does not decrypt with the key.
     UndecryptableSymlink,
+    /// Format 3: a symlink target (inline or its store object) whose tag
+    /// does not verify with the key (`docs/design/vault-format-3.md`,
+    /// "Symlinks"). readlink through a mount is an I/O error.
+    BadSymlinkTag,
     /// A `fscrypt.symlink.*` marker that is malformed.
     BadSymlinkMarker,
     /// A marker naming a store object that does not exist.
@@ -146,11 +154,13 @@ impl Kind {
         Kind::BadNameLength,
         Kind::UndecryptableName,
         Kind::NonCanonicalName,
+        Kind::BadNameTag,
         Kind::LongNameWithoutSideFile,
         Kind::BadSideFile,
         Kind::DirWithoutMetadata,
         Kind::BadSymlink,
         Kind::UndecryptableSymlink,
+        Kind::BadSymlinkTag,
         Kind::BadSymlinkMarker,
         Kind::MissingStoreObject,
         Kind::BadStoreObject,
@@ -185,11 +195,13 @@ impl Kind {
             Kind::BadNameLength => "bad-name-length",
             Kind::UndecryptableName => "undecryptable-name",
             Kind::NonCanonicalName => "non-canonical-name",
+            Kind::BadNameTag => "bad-name-tag",
             Kind::LongNameWithoutSideFile => "long-name-without-side-file",
             Kind::BadSideFile => "bad-side-file",
             Kind::DirWithoutMetadata => "dir-without-metadata",
             Kind::BadSymlink => "bad-symlink",
             Kind::UndecryptableSymlink => "undecryptable-symlink",
+            Kind::BadSymlinkTag => "bad-symlink-tag",
             Kind::BadSymlinkMarker => "bad-symlink-marker",
             Kind::MissingStoreObject => "missing-store-object",
             Kind::BadStoreObject => "bad-store-object",

@@ -18,6 +18,7 @@ use super::{Action, ConflictCopy, Fix, FsckError, Kind, Options, Problem, Report
 use crate::config::CONFIG_NAME;
 use crate::conflict;
 use crate::error::Corruption;
+use crate::integrity::{IntegrityKeys, names as tagged, symlinks};
 use crate::layout::{
     self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_SIZE, HEADER_USED,
     Header, HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
@@ -193,6 +194,8 @@ fn corruption_kind(c: Corruption) -> Kind {
         | Corruption::Unbound
         | Corruption::RolledBack { .. }
         | Corruption::BadHint => Kind::BadLength,
+        Corruption::BadNameTag => Kind::BadNameTag,
+        Corruption::BadSymlinkTag => Kind::BadSymlinkTag,
     }
 }
 
@@ -231,6 +234,9 @@ struct Walker<'a> {
     du: u64,
     /// The vault's format (the version byte of the root's `fscrypt.dir`).
     format: Format,
+    /// Format 3 with the key: the MAC keys that check name and symlink
+    /// tags (`docs/design/vault-format-3.md`, "Names", "Symlinks").
+    integrity: Option<IntegrityKeys>,
     root_dev: u64,
     report: Report,
     /// Store ids named by the markers of backing symlinks.
@@ -268,12 +274,18 @@ pub(super) fn run(
         0 => FS_BLOCK_SIZE as u64,
         u => 1u64 << u,
     };
+    let format = vault_format(root.as_fd());
+    let integrity = match (format, opts.master) {
+        (Format::V3, Some(m)) => IntegrityKeys::derive(m).ok(),
+        _ => None,
+    };
     let mut w = Walker {
         policy: *policy,
         master: opts.master,
         opts,
         du,
-        format: vault_format(root.as_fd()),
+        format,
+        integrity,
         root_dev: root_st.st_dev,
         report: Report {
             with_key: opts.master.is_some(),
@@ -491,6 +503,11 @@ impl Walker<'_> {
         // Names can be shown only when the directory's context is readable
         // (with the key: when its key could be derived).
         let names_shown = ctx.is_some() && (self.master.is_none() || dir_crypt.is_some());
+        // Format 3: names are tagged under the directory's nonce.
+        let nonce = match &ctx {
+            Some(fscrypt::Context::V2(c)) => Some(c.nonce),
+            _ => None,
+        };
         let mut user = 0u64;
         for (name, t) in &entries {
             let shown = show_bytes(name);
@@ -516,12 +533,15 @@ impl Walker<'_> {
                     let marker = copy.map(|c| (c.original, c.marker));
                     let long = written == EntryName::Long;
                     let ct = match written {
-                        EntryName::Short(ct) => Some(ct),
+                        EntryName::Short(stored) => match self.format {
+                            Format::V3 => self.open_tagged(&stored, nonce, &backing),
+                            _ => Some(stored),
+                        },
                         _ => {
                             let entry = marker
                                 .as_ref()
                                 .map_or(name.as_slice(), |(o, _)| o.as_slice());
-                            self.long_ciphertext(d, entry, &names, backing.clone())
+                            self.long_ciphertext(d, entry, &names, backing.clone(), nonce)
                         }
                     };
                     let plain_name = match (&ct, names_shown) {
@@ -669,13 +689,65 @@ impl Walker<'_> {
         );
     }
 
-    /// The ciphertext of a long-name entry from its side file.
+    /// Format 3: the name ciphertext of an inline backing name whose
+    /// base64url decoding is `stored` (`ct ‖ tag`), its tag checked under
+    /// the directory's `nonce` with the key; `None` with the problem
+    /// recorded (the name is then never decrypted, so no garbage plaintext
+    /// is shown). Without the key or the directory's nonce the tag is only
+    /// split off.
+    fn open_tagged(
+        &mut self,
+        stored: &[u8],
+        nonce: Option<[u8; 16]>,
+        backing: &str,
+    ) -> Option<Vec<u8>> {
+        let parent = nonce.unwrap_or_default();
+        let keys = nonce.and(self.integrity.as_ref());
+        match tagged::open_inline(keys, &parent, stored) {
+            Ok(ct) => Some(ct),
+            Err(c) => {
+                self.name_problem(c, backing.to_owned());
+                None
+            }
+        }
+    }
+
+    /// Records a format 3 name that does not open ([`tagged`]).
+    fn name_problem(&mut self, c: Corruption, backing: String) {
+        let (kind, detail) = match c {
+            Corruption::BadNameTag => (
+                Kind::BadNameTag,
+                "the name's tag does not verify under its directory: the backing name was changed, or moved here from another directory; never listed through a mount".to_owned(),
+            ),
+            Corruption::BadLongName => (
+                Kind::BadSideFile,
+                "the side file does not hold a long ciphertext and tag hashing to its entry's name".to_owned(),
+            ),
+            c => (
+                corruption_kind(c),
+                format!("{c}: not a name this format writes; never listed through a mount"),
+            ),
+        };
+        self.push(
+            kind,
+            backing,
+            None,
+            detail,
+            Action::NotRepaired(
+                "the entry is not listed through a mount: restore it (or its directory) from a backup, or move it out of the vault by hand",
+            ),
+        );
+    }
+
+    /// The ciphertext of a long-name entry from its side file (format 3:
+    /// its tag checked under the directory's `nonce` with the key).
     fn long_ciphertext(
         &mut self,
         d: &Dir<'_>,
         name: &[u8],
         names: &HashSet<&[u8]>,
         backing: String,
+        nonce: Option<[u8; 16]>,
     ) -> Option<Vec<u8>> {
         let mut side = name.to_vec();
         side.extend_from_slice(LONG_NAME_SUFFIX.as_bytes());
@@ -708,7 +780,7 @@ impl Walker<'_> {
                 return None;
             }
         };
-        let ct = match read_bounded(&f, NAME_MAX + 1) {
+        let ct = match read_bounded(&f, NAME_MAX + tagged::NAME_TAG_SIZE + 1) {
             Ok(b) => b,
             Err(e) => {
                 self.unreadable(side_backing, None, "read the side file", e);
@@ -716,6 +788,17 @@ impl Walker<'_> {
             }
         };
         let entry = String::from_utf8_lossy(name);
+        if self.format == Format::V3 {
+            let parent = nonce.unwrap_or_default();
+            let keys = nonce.and(self.integrity.as_ref());
+            return match tagged::open_side_file(keys, &parent, &entry, &ct) {
+                Ok(ct) => Some(ct),
+                Err(c) => {
+                    self.name_problem(c, side_backing);
+                    None
+                }
+            };
+        }
         if layout::check_long_ciphertext(&entry, &ct).is_err() {
             self.push(
                 Kind::BadSideFile,

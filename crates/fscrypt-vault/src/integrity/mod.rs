@@ -8,13 +8,17 @@
 //! | [`units`] | where data units and their tag slots live in a backing file, the two-slot [`units::Slot`] rule, the length hint |
 //! | [`generations`] | [`generations::GenerationStore`]: the highest record generation this machine saw per file (rollback detection), an append-only log outside the backing store |
 //! | [`record`] | the A/B file records (authenticated size, growth in progress, generation, writing flag, bindings) and the directory record of `fscrypt.dir` |
+//! | [`names`] | tagged backing names: `base64url(ct ‖ tag)` inline, long names whose side file holds `ct ‖ tag` ("Names") |
+//! | [`symlinks`] | tagged symlink targets, inline and in the symlink store ("Symlinks") |
 //!
 //! Nothing here is used by the kernel or written by formats 1 and 2.
 
 #![forbid(unsafe_code)]
 
 pub mod generations;
+pub mod names;
 pub mod record;
+pub mod symlinks;
 pub mod units;
 
 use fscrypt::{MasterKey, NONCE_SIZE};

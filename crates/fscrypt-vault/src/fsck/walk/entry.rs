@@ -305,11 +305,25 @@ impl Walker<'_> {
                 return;
             };
             self.referenced.insert(id.as_bytes().to_vec());
+            let decoded = |b: &[u8]| match self.format {
+                Format::V3 => symlinks::decode_store_object(self.integrity.as_ref(), b),
+                _ => layout::decode_store_object(b),
+            };
             match self.read_store_object(id.as_bytes()) {
-                Ok(Some(b)) => match layout::decode_store_object(&b) {
+                Ok(Some(b)) => match decoded(&b) {
                     Ok((ctx, blob)) => (Some(ctx), blob),
                     // A sound object whose context bytes are no v2 context.
                     Err(Corruption::BadContext) => (None, Vec::new()),
+                    Err(Corruption::BadSymlinkTag) => {
+                        self.push(
+                            Kind::BadSymlinkTag,
+                            join(SYMLINK_STORE_DIR, id),
+                            path,
+                            format!("store object of {backing}: the target's tag does not verify (changed bytes)"),
+                            Action::NotRepaired(why),
+                        );
+                        return;
+                    }
                     Err(c) => {
                         self.push(
                             Kind::BadStoreObject,
@@ -342,10 +356,24 @@ impl Walker<'_> {
                 }
             }
         } else {
-            match layout::decode_symlink(&target) {
+            let r = match self.format {
+                Format::V3 => symlinks::decode_symlink(self.integrity.as_ref(), &target),
+                _ => layout::decode_symlink(&target),
+            };
+            match r {
                 Ok((ctx, blob)) => (Some(ctx), blob),
                 // A sound encoding whose context bytes are no v2 context.
                 Err(Corruption::BadContext) => (None, Vec::new()),
+                Err(Corruption::BadSymlinkTag) => {
+                    self.push(
+                        Kind::BadSymlinkTag,
+                        backing,
+                        path,
+                        "the symlink target's tag does not verify (changed bytes)".into(),
+                        Action::NotRepaired(why),
+                    );
+                    return;
+                }
                 Err(c) => {
                     self.push(
                         Kind::BadSymlink,

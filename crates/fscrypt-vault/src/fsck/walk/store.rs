@@ -38,7 +38,7 @@ impl Walker<'_> {
         };
         match open_regular(store.as_fd(), id, false) {
             Ok(Some((f, _))) => {
-                read_bounded(&f, 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 8 + 1).map(Some)
+                read_bounded(&f, 12 + CONTEXT_SIZE + SYMLINK_MAX_BLOB_STORED + 16 + 1).map(Some)
             }
             Ok(None) => Ok(Some(Vec::new())),
             Err(Errno::NOENT) => Ok(None),
