@@ -122,6 +122,18 @@ pub enum Kind {
     TooDeep,
     /// An entry that could not be read.
     Unreadable,
+    /// Format 3: neither file record (A or B) verifies.
+    BadRecord,
+    /// Format 3: a data unit inside the size that verifies under neither
+    /// of its tag slots (torn by a power loss, or tampered), or non-zero
+    /// bytes under an empty slot pair.
+    BadUnitTag,
+    /// Format 3: a file found under a name its record is not bound to
+    /// (moved, renamed or swapped outside the vault).
+    UnboundName,
+    /// Format 3: a binding in a file's record that no name of the file
+    /// matches (a crash between a rename or unlink and its record update).
+    StaleBinding,
 }
 
 impl Kind {
@@ -161,6 +173,10 @@ impl Kind {
         Kind::MountPoint,
         Kind::TooDeep,
         Kind::Unreadable,
+        Kind::BadRecord,
+        Kind::BadUnitTag,
+        Kind::UnboundName,
+        Kind::StaleBinding,
     ];
 
     /// The stable name of the kind (kebab-case).
@@ -200,6 +216,10 @@ impl Kind {
             Kind::MountPoint => "mount-point",
             Kind::TooDeep => "too-deep",
             Kind::Unreadable => "unreadable",
+            Kind::BadRecord => "bad-record",
+            Kind::BadUnitTag => "bad-unit-tag",
+            Kind::UnboundName => "unbound-name",
+            Kind::StaleBinding => "stale-binding",
         }
     }
 }
@@ -227,6 +247,13 @@ pub enum Fix {
     Truncate,
     /// Write `fscrypt.clean` (after every other repair succeeded).
     WriteCleanMarker,
+    /// Format 3: make a unit that fails its tag a hole (punch it, clear its
+    /// slot pair): it then reads as zeros. Its bytes were lost anyway (a
+    /// unit torn by a power loss never reads back; a tampered one is not
+    /// the file's).
+    ClearTornUnit,
+    /// Format 3: rewrite the file's record without its stale bindings.
+    DropStaleBindings,
 }
 
 impl Fix {
@@ -239,6 +266,8 @@ impl Fix {
             Fix::RestoreDirMeta => "give it a fresh fscrypt.dir",
             Fix::Truncate => "cut off the data units past the size",
             Fix::WriteCleanMarker => "write it",
+            Fix::ClearTornUnit => "make the unit a hole (it then reads as zeros)",
+            Fix::DropStaleBindings => "drop the stale binding from the file's record",
         }
     }
 
@@ -249,6 +278,8 @@ impl Fix {
             Fix::RestoreDirMeta => "fresh fscrypt.dir written",
             Fix::Truncate => "cut off",
             Fix::WriteCleanMarker => "written",
+            Fix::ClearTornUnit => "the unit is now a hole (reads as zeros)",
+            Fix::DropStaleBindings => "record rewritten without it",
         }
     }
 }
@@ -313,6 +344,9 @@ pub struct Problem {
     pub detail: String,
     /// What `--repair` does or did about it.
     pub action: Action,
+    /// The data unit the problem is about (format 3 unit checks), `None`
+    /// for problems of a whole object.
+    pub unit: Option<u64>,
 }
 
 /// Counts of what the check walked.

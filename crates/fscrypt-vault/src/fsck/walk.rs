@@ -27,6 +27,7 @@ use crate::unlock::FS_BLOCK_SIZE;
 
 mod entry;
 mod store;
+mod tags;
 
 const USER_DATA: &str = "the object's own bytes are damaged: restore it from a backup (it reads as an I/O error through a mount)";
 const NOT_A_CRASH: &str =
@@ -215,6 +216,9 @@ struct Dir<'d> {
     /// Path as the mount shows it.
     plain: Option<String>,
     depth: usize,
+    /// The directory's nonce (from its `fscrypt.dir`), once read: format
+    /// 3 bindings are MACs under it.
+    nonce: Option<[u8; 16]>,
 }
 
 struct Walker<'a> {
@@ -236,6 +240,9 @@ struct Walker<'a> {
     /// A repair a recovery pass would also do failed or was not made: the
     /// clean marker is not written.
     recovery_left: bool,
+    /// Format 3 with the key: the MAC keys and the files with several
+    /// links ([`tags`]).
+    integrity: Option<tags::Integrity>,
 }
 
 pub(super) fn run(
@@ -277,7 +284,9 @@ pub(super) fn run(
         store: None,
         incomplete: false,
         recovery_left: false,
+        integrity: None,
     };
+    w.start_integrity();
     w.open_store(root.as_fd());
     w.check_dir(
         &Dir {
@@ -285,9 +294,11 @@ pub(super) fn run(
             backing: String::new(),
             plain: Some("/".to_owned()),
             depth: 0,
+            nonce: None,
         },
         root_st.st_ino,
     );
+    w.finish_integrity();
     w.check_store();
     w.check_clean_marker(root.as_fd());
     Ok(w.report)
@@ -321,6 +332,7 @@ impl Walker<'_> {
             path,
             detail,
             action,
+            unit: None,
         });
     }
 
@@ -464,6 +476,16 @@ impl Walker<'_> {
         let names: HashSet<&[u8]> = entries.iter().map(|(n, _)| n.as_slice()).collect();
         let has_meta = names.contains(DIR_META_NAME.as_bytes());
         let ctx = self.dir_meta(d, has_meta);
+        let d = &Dir {
+            fd: d.fd,
+            backing: d.backing.clone(),
+            plain: d.plain.clone(),
+            depth: d.depth,
+            nonce: match &ctx {
+                Some(Context::V2(c)) => Some(c.nonce),
+                _ => None,
+            },
+        };
         let dir_crypt = match &ctx {
             Some(c) => match self.crypt(c, CryptType::Directory, ino) {
                 Some(Ok(k)) => Some(k),
