@@ -434,8 +434,8 @@ impl Walker<'_> {
             None => name.to_vec(),
         };
         let binding = d.nonce.map(|p| integ.keys.binding(&p, &written));
-        let nlink = st.st_nlink as u64;
-        let key = (st.st_dev as u64, st.st_ino as u64);
+        let nlink = st.st_nlink;
+        let key = (st.st_dev, st.st_ino);
         let mut l = integ.linked.remove(&key).unwrap_or_else(|| Linked {
             backing: backing.clone(),
             path: path.clone(),
@@ -450,9 +450,12 @@ impl Walker<'_> {
         l.seen += 1;
         match binding {
             None => l.undecided = true,
-            Some(b) => match l.record.bindings.iter().position(|x| {
-                subtle::ConstantTimeEq::ct_eq(&x[..], &b[..]).into()
-            }) {
+            Some(b) => match l
+                .record
+                .bindings
+                .iter()
+                .position(|x| subtle::ConstantTimeEq::ct_eq(&x[..], &b[..]).into())
+            {
                 Some(k) => l.matched[k] = true,
                 None => {
                     l.undecided = true;
@@ -490,7 +493,9 @@ impl Walker<'_> {
         let newer = without_stale(&l.record, &l.matched);
         let at = l.next;
         let action = if self.opts.repair {
-            match reopen_rw(dir, name, st).and_then(|w| write_record(&w, keys, &l.nonce, &newer, at)) {
+            match reopen_rw(dir, name, st)
+                .and_then(|w| write_record(&w, keys, &l.nonce, &newer, at))
+            {
                 Ok(()) => Action::Repaired(Fix::DropStaleBindings),
                 Err(e) => Action::RepairFailed(Fix::DropStaleBindings, e.to_string()),
             }
