@@ -463,6 +463,81 @@ pub fn check(cipherdir: &Path, policy: &PolicyV2, opts: &Options<'_>) -> Result<
     walk::run(cipherdir, policy, opts)
 }
 
+/// The regular files of the vault at `cipherdir` whose path is `under`
+/// or below it (a path as the mount shows it, `/a/b`; `/` for all), with
+/// the nonce of each (its header's context): what `fscrypt-rs fsck
+/// --accept-rollback` forgets in the [`crate::integrity::generations`]
+/// store. Walks as [`check`] does (same names, conflict copies included)
+/// without repairing; with `master` paths are plaintext, without it no-key
+/// names. Files whose path cannot be shown are left out.
+///
+/// # Errors
+/// As [`check`] without repair.
+pub fn file_nonces(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    master: Option<&MasterKey>,
+    under: &str,
+) -> Result<Vec<(String, [u8; 16])>, FsckError> {
+    let opts = Options {
+        master,
+        repair: false,
+        check_clean_marker: false,
+    };
+    let (_, all) = walk::run_with(cipherdir, policy, &opts, true)?;
+    let base = under.trim_matches('/');
+    Ok(all
+        .into_iter()
+        .filter(|(p, _)| {
+            let rel = p.trim_start_matches('/');
+            base.is_empty()
+                || rel == base
+                || rel.strip_prefix(base).is_some_and(|r| r.starts_with('/'))
+        })
+        .collect())
+}
+
+/// `fscrypt-rs fsck --accept-rollback`: forgets in `store` the generation
+/// remembered for each regular file at or under `under`
+/// ([`file_nonces`]), so that a restore made on purpose opens again
+/// (`docs/design/vault-format-3.md`, "Rollback"), then compacts the log.
+/// Returns the files forgotten (shown path, generation that was
+/// remembered), in walk order; files nothing was remembered for are not
+/// listed. Run it while no mount serves the vault (a mount keeps its own
+/// copy of the store and rewrites the log at unmount).
+///
+/// # Errors
+/// [`FsckError`] from the walk; [`FsckError::Open`] (with the store's
+/// directory) when the store cannot be written.
+pub fn accept_rollback(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    master: Option<&MasterKey>,
+    under: &str,
+    store: &crate::integrity::generations::GenerationStore,
+    store_dir: &Path,
+) -> Result<Vec<(String, u64)>, FsckError> {
+    use crate::integrity::generations::Seen;
+    let files = file_nonces(cipherdir, policy, master, under)?;
+    let mut accepted = Vec::new();
+    let mut nonces = Vec::new();
+    for (path, nonce) in files {
+        if let Seen::RolledBack { seen } = store.check(&nonce, 0) {
+            accepted.push((path, seen));
+            nonces.push(nonce);
+        }
+    }
+    let failed = |source| FsckError::Open {
+        path: store_dir.to_owned(),
+        source,
+    };
+    if !nonces.is_empty() {
+        store.forget(&nonces).map_err(failed)?;
+        store.compact().map_err(failed)?;
+    }
+    Ok(accepted)
+}
+
 /// Shows bytes as text: printable UTF-8 as it is, everything else (control
 /// characters, invalid UTF-8, backslashes) escaped as `\xNN`, so a name can
 /// neither garble a terminal nor be mistaken for another.

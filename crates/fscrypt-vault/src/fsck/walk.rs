@@ -243,6 +243,9 @@ struct Walker<'a> {
     /// Format 3 with the key: the MAC keys and the files with several
     /// links ([`tags`]).
     integrity: Option<tags::Integrity>,
+    /// [`super::file_nonces`]: the (shown path, header nonce) of every
+    /// regular file whose path is known; files are not checked further.
+    nonces: Option<Vec<(String, [u8; 16])>>,
 }
 
 pub(super) fn run(
@@ -250,6 +253,16 @@ pub(super) fn run(
     policy: &PolicyV2,
     opts: &Options<'_>,
 ) -> Result<Report, FsckError> {
+    run_with(cipherdir, policy, opts, false).map(|(r, _)| r)
+}
+
+/// [`run`], and with `collect` the nonces of [`Walker::nonces`].
+pub(super) fn run_with(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    opts: &Options<'_>,
+    collect: bool,
+) -> Result<(Report, Vec<(String, [u8; 16])>), FsckError> {
     let root = open_root(cipherdir)?;
     // Held for the whole run (dropped with `root` at its end).
     let _lock = if opts.repair {
@@ -285,8 +298,11 @@ pub(super) fn run(
         incomplete: false,
         recovery_left: false,
         integrity: None,
+        nonces: collect.then(Vec::new),
     };
-    w.start_integrity();
+    if !collect {
+        w.start_integrity();
+    }
     w.open_store(root.as_fd());
     w.check_dir(
         &Dir {
@@ -301,7 +317,8 @@ pub(super) fn run(
     w.finish_integrity();
     w.check_store();
     w.check_clean_marker(root.as_fd());
-    Ok(w.report)
+    let nonces = w.nonces.take().unwrap_or_default();
+    Ok((w.report, nonces))
 }
 
 /// The vault's format: the version byte of the root's `fscrypt.dir` (opened

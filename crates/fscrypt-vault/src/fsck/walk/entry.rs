@@ -176,6 +176,12 @@ impl Walker<'_> {
             );
             return true;
         };
+        if let Some(nonces) = &mut self.nonces {
+            if let Some(p) = &path {
+                nonces.push((p.clone(), h.context.nonce));
+            }
+            return true;
+        }
         if self.format == Format::V3 {
             // Format 3: the record, the length hint, every unit's tag and
             // the bindings (with the key; without it the header only).

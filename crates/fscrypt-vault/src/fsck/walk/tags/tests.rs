@@ -512,3 +512,54 @@ fn without_the_key_format_3_files_are_not_judged_by_tags() {
     let r = check(v.dir.path(), &v.policy, &Options::default()).unwrap();
     assert_eq!(mine(&r), vec![]);
 }
+
+#[test]
+fn file_nonces_and_accept_rollback_forget_the_files_under_a_path() {
+    use crate::fsck::{accept_rollback, file_nonces};
+    use crate::integrity::generations::{GenerationStore, Seen};
+    let v = vault();
+    let a = v.file("a", DU, &[U::Data(1)], &["a"], 0);
+    let ab = v.file("ab", DU, &[U::Data(2)], &["ab"], 0);
+    let mut all = file_nonces(v.dir.path(), &v.policy, Some(&v.master), "/").unwrap();
+    all.sort();
+    let mut want = vec![("/a".to_owned(), a), ("/ab".to_owned(), ab)];
+    want.sort();
+    assert_eq!(all, want);
+    assert_eq!(
+        file_nonces(v.dir.path(), &v.policy, Some(&v.master), "a/").unwrap(),
+        vec![("/a".to_owned(), a)]
+    );
+    let state = TempDir::new("fsck-v3-state");
+    let store = GenerationStore::open(state.path()).unwrap();
+    store.saw(&a, 40).unwrap();
+    store.saw(&ab, 7).unwrap();
+    let got = accept_rollback(
+        v.dir.path(),
+        &v.policy,
+        Some(&v.master),
+        "/a",
+        &store,
+        state.path(),
+    )
+    .unwrap();
+    assert_eq!(got, vec![("/a".to_owned(), 40)]);
+    assert_eq!(store.check(&a, 1), Seen::Fine);
+    assert_eq!(store.check(&ab, 1), Seen::RolledBack { seen: 7 });
+    // The log on disk says so too.
+    let again = GenerationStore::open(state.path()).unwrap();
+    assert_eq!(again.check(&a, 1), Seen::Fine);
+    assert_eq!(again.check(&ab, 1), Seen::RolledBack { seen: 7 });
+    // Nothing left to accept under /a.
+    assert_eq!(
+        accept_rollback(
+            v.dir.path(),
+            &v.policy,
+            Some(&v.master),
+            "/a",
+            &again,
+            state.path()
+        )
+        .unwrap(),
+        vec![]
+    );
+}
