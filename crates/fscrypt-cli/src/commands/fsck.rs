@@ -197,14 +197,8 @@ fn accept_rollback(
     }
     let store = GenerationStore::open(&dir)
         .with_context(|| format!("opening the generation store {}", dir.display()))?;
-    let accepted = fsck::accept_rollback(
-        &args.cipherdir,
-        vault.policy(),
-        master,
-        under,
-        &store,
-        &dir,
-    )?;
+    let accepted =
+        fsck::accept_rollback(&args.cipherdir, vault.policy(), master, under, &store, &dir)?;
     for (path, seen) in &accepted {
         writeln!(
             out,
