@@ -245,7 +245,7 @@ struct Walker<'a> {
     integrity: Option<tags::Integrity>,
     /// [`super::file_nonces`]: the (shown path, header nonce) of every
     /// regular file whose path is known; files are not checked further.
-    nonces: Option<Vec<(String, [u8; 16])>>,
+    nonces: Option<FileNonces>,
 }
 
 pub(super) fn run(
@@ -256,13 +256,16 @@ pub(super) fn run(
     run_with(cipherdir, policy, opts, false).map(|(r, _)| r)
 }
 
+/// (shown path, header nonce) of regular files, in walk order.
+pub(super) type FileNonces = Vec<(String, [u8; 16])>;
+
 /// [`run`], and with `collect` the nonces of [`Walker::nonces`].
 pub(super) fn run_with(
     cipherdir: &Path,
     policy: &PolicyV2,
     opts: &Options<'_>,
     collect: bool,
-) -> Result<(Report, Vec<(String, [u8; 16])>), FsckError> {
+) -> Result<(Report, FileNonces), FsckError> {
     let root = open_root(cipherdir)?;
     // Held for the whole run (dropped with `root` at its end).
     let _lock = if opts.repair {
