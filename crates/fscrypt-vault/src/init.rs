@@ -57,6 +57,11 @@ pub struct InitOptions {
     /// protector names and creation times); without it (the default) the
     /// config is version 1.
     pub recovery_key: bool,
+    /// The data format of the new vault's files (`docs/vault-format.md`
+    /// §4a): [`crate::layout::Format::LATEST`] by default; format 2 for
+    /// `fscrypt-rs init --no-integrity` (no tags, records or bindings:
+    /// nothing is authenticated).
+    pub format: crate::layout::Format,
 }
 
 impl Default for InitOptions {
@@ -73,6 +78,7 @@ impl Default for InitOptions {
             key_file: None,
             argon2: Argon2Choice::Tune(ARGON2_TARGET),
             recovery_key: false,
+            format: crate::layout::Format::LATEST,
         }
     }
 }
@@ -264,7 +270,7 @@ impl Vault {
         }
         let record = ConfigRecord::new(policy_record, protectors);
 
-        let result = crate::create_root(cipherdir, &policy).and_then(|()| {
+        let result = crate::create_root_with(cipherdir, &policy, opts.format).and_then(|()| {
             config::write_new_atomic(config_dir, config_name, &record.to_json()).map_err(
                 |e| match e {
                     ConfigError::AlreadyExists if external => {

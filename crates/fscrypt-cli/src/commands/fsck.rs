@@ -18,6 +18,11 @@
 //! can start meanwhile; a check without `--repair` runs, with a warning
 //! (operations in progress may show as leftovers) and without the
 //! clean-marker check (a read-write mount removes the marker).
+//!
+//! `--accept-rollback PATH` (with the key, not while mounted) checks
+//! nothing: it forgets the record generations this machine remembers for
+//! the files at or under PATH (format 3 rollback detection,
+//! [`fscrypt_vault::fsck::accept_rollback`]), printing one line per file.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,13 +60,23 @@ pub struct Args {
     /// orphan long-name side files, 0-byte files, unreferenced symlink
     /// store objects, stale data units past a file's size), give empty
     /// directories without metadata a fresh one, write a missing clean
-    /// marker. Never touches anything else. Refused while the vault is
-    /// mounted.
+    /// marker. Format 3 (with the key): cut a file a crash left longer
+    /// than its authenticated size back, make data units that fail their
+    /// tag (torn by a power loss, or tampered) holes that read as zeros,
+    /// drop stale bindings from file records. Never touches anything else.
+    /// Refused while the vault is mounted.
     #[arg(long)]
     pub repair: bool,
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Check nothing: accept a restore made on purpose of the files at or
+    /// under PATH (a path inside the vault, as the mount shows it, `/`
+    /// for all): forget the generations this machine remembers for them,
+    /// so a format 3 mount opens them again instead of reporting a
+    /// rollback. One line per file. Needs the key; refused while mounted.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["repair", "json", "no_key"])]
+    pub accept_rollback: Option<String>,
 }
 
 /// Runs `fscrypt-rs fsck`.
@@ -113,6 +128,15 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     };
     let by_mountinfo = mounted_per_mountinfo(&args.cipherdir);
+    if let Some(under) = &args.accept_rollback {
+        if by_mountinfo || fsck::is_locked(&args.cipherdir)? {
+            bail!(
+                "{} is mounted: unmount it before fsck --accept-rollback (a mount keeps its own copy of the remembered generations)",
+                args.cipherdir.display()
+            );
+        }
+        return accept_rollback(args, &vault, master.as_ref(), under);
+    }
     if args.repair && by_mountinfo {
         bail!(
             "{} is mounted (a fuse.fscrypt-rs mount in /proc/self/mountinfo): unmount it before fsck --repair",
@@ -148,6 +172,49 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         EXIT_PROBLEMS
     }))
+}
+
+/// `--accept-rollback PATH`: forgets the remembered generations of the
+/// files at or under `under`, in the store of this machine
+/// ([`fscrypt_vault::integrity::generations::GenerationStore::default_dir`]).
+fn accept_rollback(
+    args: &Args,
+    vault: &fscrypt_vault::Vault,
+    master: Option<&fscrypt::MasterKey>,
+    under: &str,
+) -> anyhow::Result<ExitCode> {
+    use fscrypt_vault::integrity::generations::GenerationStore;
+    let Some(dir) = GenerationStore::default_dir(&vault.key_identifier()) else {
+        bail!("no state directory: set XDG_STATE_HOME or HOME (or FSCRYPT_RS_STATE_DIR)");
+    };
+    let mut out = std::io::stdout().lock();
+    if !dir.is_dir() {
+        writeln!(
+            out,
+            "nothing to accept under {under}: this machine remembers no generation of this vault"
+        )?;
+        return Ok(ExitCode::from(EXIT_CLEAN));
+    }
+    let store = GenerationStore::open(&dir)
+        .with_context(|| format!("opening the generation store {}", dir.display()))?;
+    let accepted =
+        fsck::accept_rollback(&args.cipherdir, vault.policy(), master, under, &store, &dir)?;
+    for (path, seen) in &accepted {
+        writeln!(
+            out,
+            "accepted: {path} (generation {seen} remembered, now forgotten: the file opens as it is)"
+        )?;
+    }
+    if accepted.is_empty() {
+        writeln!(
+            out,
+            "nothing to accept under {under}: no file there has a remembered generation"
+        )?;
+    } else {
+        writeln!(out, "{} file(s) accepted under {under}", accepted.len())?;
+    }
+    out.flush()?;
+    Ok(ExitCode::from(EXIT_CLEAN))
 }
 
 fn backing_path(cipherdir: &Path, rel: &str) -> String {
@@ -234,6 +301,7 @@ fn json(cipherdir: &Path, r: &Report, mounted: bool) -> serde_json::Value {
                 "backing_path": backing_path(cipherdir, &p.backing),
                 "path": p.path,
                 "detail": p.detail,
+                "unit": p.unit,
                 "status": p.action.status(),
                 "action": p.action.to_string(),
             })

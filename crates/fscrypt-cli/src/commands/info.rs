@@ -31,6 +31,10 @@ pub struct Args {
     pub config: ConfigArg,
 }
 
+/// What a format 3 vault authenticates, as `info` shows it.
+const INTEGRITY_V3: &str =
+    "authenticated (contents, sizes, names, file locations; rollback on this machine)";
+
 /// Runs `fscrypt-rs info`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let vault = args.config.open(&args.cipherdir)?;
@@ -47,10 +51,17 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         Ok(fscrypt_vault::layout::Format::V1) => {
             "1 (file sizes in the headers: stat reads each file once)".to_owned()
         }
+        Ok(fscrypt_vault::layout::Format::V3) => "3".to_owned(),
         Ok(f) => format!("{f} (file sizes in the backing lengths)"),
         Err(e) => {
             format!("unknown: the root's fscrypt.dir cannot be read ({e}); run fscrypt-rs fsck")
         }
+    };
+    // What the data format authenticates (docs/vault-format.md §10).
+    let integrity = match &data_format {
+        Ok(fscrypt_vault::layout::Format::V3) => Some(INTEGRITY_V3.to_owned()),
+        Ok(f) => Some(format!("none (format {f})")),
+        Err(_) => None,
     };
     // One probe per passphrase protector (a few milliseconds each).
     let estimates: Vec<Option<std::time::Duration>> = vault
@@ -98,6 +109,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             "format": FORMAT_NAME,
             "version": vault.config_version(),
             "data_format": data_format.as_ref().ok().map(|f| f.byte()),
+            "integrity": integrity,
             "created": created,
             "created_utc": created.map(format_rfc3339),
             "key_identifier": vault.key_identifier().to_string(),
@@ -124,6 +136,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         vault.config_version()
     );
     println!("  data format: {data_format_text}");
+    if let Some(i) = &integrity {
+        println!("  integrity: {i}");
+    }
     println!(
         "  created: {}",
         created.map_or_else(|| "not recorded".to_owned(), format_rfc3339)

@@ -130,6 +130,18 @@ pub enum Kind {
     TooDeep,
     /// An entry that could not be read.
     Unreadable,
+    /// Format 3: neither file record (A or B) verifies.
+    BadRecord,
+    /// Format 3: a data unit inside the size that verifies under neither
+    /// of its tag slots (torn by a power loss, or tampered), or non-zero
+    /// bytes under an empty slot pair.
+    BadUnitTag,
+    /// Format 3: a file found under a name its record is not bound to
+    /// (moved, renamed or swapped outside the vault).
+    UnboundName,
+    /// Format 3: a binding in a file's record that no name of the file
+    /// matches (a crash between a rename or unlink and its record update).
+    StaleBinding,
 }
 
 impl Kind {
@@ -171,6 +183,10 @@ impl Kind {
         Kind::MountPoint,
         Kind::TooDeep,
         Kind::Unreadable,
+        Kind::BadRecord,
+        Kind::BadUnitTag,
+        Kind::UnboundName,
+        Kind::StaleBinding,
     ];
 
     /// The stable name of the kind (kebab-case).
@@ -212,6 +228,10 @@ impl Kind {
             Kind::MountPoint => "mount-point",
             Kind::TooDeep => "too-deep",
             Kind::Unreadable => "unreadable",
+            Kind::BadRecord => "bad-record",
+            Kind::BadUnitTag => "bad-unit-tag",
+            Kind::UnboundName => "unbound-name",
+            Kind::StaleBinding => "stale-binding",
         }
     }
 }
@@ -239,6 +259,13 @@ pub enum Fix {
     Truncate,
     /// Write `fscrypt.clean` (after every other repair succeeded).
     WriteCleanMarker,
+    /// Format 3: make a unit that fails its tag a hole (punch it, clear its
+    /// slot pair): it then reads as zeros. Its bytes were lost anyway (a
+    /// unit torn by a power loss never reads back; a tampered one is not
+    /// the file's).
+    ClearTornUnit,
+    /// Format 3: rewrite the file's record without its stale bindings.
+    DropStaleBindings,
 }
 
 impl Fix {
@@ -251,6 +278,8 @@ impl Fix {
             Fix::RestoreDirMeta => "give it a fresh fscrypt.dir",
             Fix::Truncate => "cut off the data units past the size",
             Fix::WriteCleanMarker => "write it",
+            Fix::ClearTornUnit => "make the unit a hole (it then reads as zeros)",
+            Fix::DropStaleBindings => "drop the stale binding from the file's record",
         }
     }
 
@@ -261,6 +290,8 @@ impl Fix {
             Fix::RestoreDirMeta => "fresh fscrypt.dir written",
             Fix::Truncate => "cut off",
             Fix::WriteCleanMarker => "written",
+            Fix::ClearTornUnit => "the unit is now a hole (reads as zeros)",
+            Fix::DropStaleBindings => "record rewritten without it",
         }
     }
 }
@@ -325,6 +356,9 @@ pub struct Problem {
     pub detail: String,
     /// What `--repair` does or did about it.
     pub action: Action,
+    /// The data unit the problem is about (format 3 unit checks), `None`
+    /// for problems of a whole object.
+    pub unit: Option<u64>,
 }
 
 /// Counts of what the check walked.
@@ -439,6 +473,81 @@ pub fn is_locked(cipherdir: &Path) -> Result<bool, FsckError> {
 /// Problems inside the vault are never errors: they are in the [`Report`].
 pub fn check(cipherdir: &Path, policy: &PolicyV2, opts: &Options<'_>) -> Result<Report, FsckError> {
     walk::run(cipherdir, policy, opts)
+}
+
+/// The regular files of the vault at `cipherdir` whose path is `under`
+/// or below it (a path as the mount shows it, `/a/b`; `/` for all), with
+/// the nonce of each (its header's context): what `fscrypt-rs fsck
+/// --accept-rollback` forgets in the [`crate::integrity::generations`]
+/// store. Walks as [`check`] does (same names, conflict copies included)
+/// without repairing; with `master` paths are plaintext, without it no-key
+/// names. Files whose path cannot be shown are left out.
+///
+/// # Errors
+/// As [`check`] without repair.
+pub fn file_nonces(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    master: Option<&MasterKey>,
+    under: &str,
+) -> Result<Vec<(String, [u8; 16])>, FsckError> {
+    let opts = Options {
+        master,
+        repair: false,
+        check_clean_marker: false,
+    };
+    let (_, all) = walk::run_with(cipherdir, policy, &opts, true)?;
+    let base = under.trim_matches('/');
+    Ok(all
+        .into_iter()
+        .filter(|(p, _)| {
+            let rel = p.trim_start_matches('/');
+            base.is_empty()
+                || rel == base
+                || rel.strip_prefix(base).is_some_and(|r| r.starts_with('/'))
+        })
+        .collect())
+}
+
+/// `fscrypt-rs fsck --accept-rollback`: forgets in `store` the generation
+/// remembered for each regular file at or under `under`
+/// ([`file_nonces`]), so that a restore made on purpose opens again
+/// (`docs/design/vault-format-3.md`, "Rollback"), then compacts the log.
+/// Returns the files forgotten (shown path, generation that was
+/// remembered), in walk order; files nothing was remembered for are not
+/// listed. Run it while no mount serves the vault (a mount keeps its own
+/// copy of the store and rewrites the log at unmount).
+///
+/// # Errors
+/// [`FsckError`] from the walk; [`FsckError::Open`] (with the store's
+/// directory) when the store cannot be written.
+pub fn accept_rollback(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    master: Option<&MasterKey>,
+    under: &str,
+    store: &crate::integrity::generations::GenerationStore,
+    store_dir: &Path,
+) -> Result<Vec<(String, u64)>, FsckError> {
+    use crate::integrity::generations::Seen;
+    let files = file_nonces(cipherdir, policy, master, under)?;
+    let mut accepted = Vec::new();
+    let mut nonces = Vec::new();
+    for (path, nonce) in files {
+        if let Seen::RolledBack { seen } = store.check(&nonce, 0) {
+            accepted.push((path, seen));
+            nonces.push(nonce);
+        }
+    }
+    let failed = |source| FsckError::Open {
+        path: store_dir.to_owned(),
+        source,
+    };
+    if !nonces.is_empty() {
+        store.forget(&nonces).map_err(failed)?;
+        store.compact().map_err(failed)?;
+    }
+    Ok(accepted)
 }
 
 /// Shows bytes as text: printable UTF-8 as it is, everything else (control

@@ -28,6 +28,7 @@ use crate::unlock::FS_BLOCK_SIZE;
 
 mod entry;
 mod store;
+mod tags;
 
 const USER_DATA: &str = "the object's own bytes are damaged: restore it from a backup (it reads as an I/O error through a mount)";
 const NOT_A_CRASH: &str =
@@ -225,6 +226,9 @@ struct Dir<'d> {
     /// Path as the mount shows it.
     plain: Option<String>,
     depth: usize,
+    /// The directory's nonce (from its `fscrypt.dir`), once read: format
+    /// 3 bindings are MACs under it.
+    nonce: Option<[u8; 16]>,
 }
 
 struct Walker<'a> {
@@ -249,6 +253,12 @@ struct Walker<'a> {
     /// A repair a recovery pass would also do failed or was not made: the
     /// clean marker is not written.
     recovery_left: bool,
+    /// Format 3 with the key: the MAC keys and the files with several
+    /// links ([`tags`]).
+    integrity: Option<tags::Integrity>,
+    /// [`super::file_nonces`]: the (shown path, header nonce) of every
+    /// regular file whose path is known; files are not checked further.
+    nonces: Option<FileNonces>,
 }
 
 pub(super) fn run(
@@ -256,6 +266,19 @@ pub(super) fn run(
     policy: &PolicyV2,
     opts: &Options<'_>,
 ) -> Result<Report, FsckError> {
+    run_with(cipherdir, policy, opts, false).map(|(r, _)| r)
+}
+
+/// (shown path, header nonce) of regular files, in walk order.
+pub(super) type FileNonces = Vec<(String, [u8; 16])>;
+
+/// [`run`], and with `collect` the nonces of [`Walker::nonces`].
+pub(super) fn run_with(
+    cipherdir: &Path,
+    policy: &PolicyV2,
+    opts: &Options<'_>,
+    collect: bool,
+) -> Result<(Report, FileNonces), FsckError> {
     let root = open_root(cipherdir)?;
     // Held for the whole run (dropped with `root` at its end).
     let _lock = if opts.repair {
@@ -296,7 +319,12 @@ pub(super) fn run(
         store: None,
         incomplete: false,
         recovery_left: false,
+        integrity: None,
+        nonces: collect.then(Vec::new),
     };
+    if !collect {
+        w.start_integrity();
+    }
     w.open_store(root.as_fd());
     w.check_dir(
         &Dir {
@@ -304,12 +332,15 @@ pub(super) fn run(
             backing: String::new(),
             plain: Some("/".to_owned()),
             depth: 0,
+            nonce: None,
         },
         root_st.st_ino,
     );
+    w.finish_integrity();
     w.check_store();
     w.check_clean_marker(root.as_fd());
-    Ok(w.report)
+    let nonces = w.nonces.take().unwrap_or_default();
+    Ok((w.report, nonces))
 }
 
 /// The vault's format: the version byte of the root's `fscrypt.dir` (opened
@@ -340,6 +371,7 @@ impl Walker<'_> {
             path,
             detail,
             action,
+            unit: None,
         });
     }
 
@@ -483,6 +515,16 @@ impl Walker<'_> {
         let names: HashSet<&[u8]> = entries.iter().map(|(n, _)| n.as_slice()).collect();
         let has_meta = names.contains(DIR_META_NAME.as_bytes());
         let ctx = self.dir_meta(d, has_meta);
+        let d = &Dir {
+            fd: d.fd,
+            backing: d.backing.clone(),
+            plain: d.plain.clone(),
+            depth: d.depth,
+            nonce: match &ctx {
+                Some(Context::V2(c)) => Some(c.nonce),
+                _ => None,
+            },
+        };
         let dir_crypt = match &ctx {
             Some(c) => match self.crypt(c, CryptType::Directory, ino) {
                 Some(Ok(k)) => Some(k),

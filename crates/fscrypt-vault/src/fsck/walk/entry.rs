@@ -176,6 +176,18 @@ impl Walker<'_> {
             );
             return true;
         };
+        if let Some(nonces) = &mut self.nonces {
+            if let Some(p) = &path {
+                nonces.push((p.clone(), h.context.nonce));
+            }
+            return true;
+        }
+        if self.format == Format::V3 {
+            // Format 3: the record, the length hint, every unit's tag and
+            // the bindings (with the key; without it the header only).
+            self.check_file_v3(d, name, (&f, &st), &h.context.nonce, backing, path);
+            return true;
+        }
         if self.format == Format::V2 {
             // Format 2: the length is the size; nothing can be stored past it.
             if layout::size_from_len_v2(len, self.du).is_err() {
@@ -277,6 +289,7 @@ impl Walker<'_> {
                 backing,
                 plain: path,
                 depth: d.depth + 1,
+                nonce: None,
             },
             st.st_ino,
         );
