@@ -18,7 +18,7 @@ use super::{Action, ConflictCopy, Fix, FsckError, Kind, Options, Problem, Report
 use crate::config::CONFIG_NAME;
 use crate::conflict;
 use crate::error::Corruption;
-use crate::integrity::{IntegrityKeys, names as tagged, symlinks};
+use crate::integrity::{names as tagged, symlinks};
 use crate::layout::{
     self, CLEAN_MARKER, CONTEXT_SIZE, DIR_META_NAME, EntryName, Format, HEADER_SIZE, HEADER_USED,
     Header, HeaderKind, LONG_NAME_SUFFIX, NAME_MAX, SYMLINK_MAX_BLOB_STORED, SYMLINK_STORE_DIR,
@@ -238,9 +238,6 @@ struct Walker<'a> {
     du: u64,
     /// The vault's format (the version byte of the root's `fscrypt.dir`).
     format: Format,
-    /// Format 3 with the key: the MAC keys that check name and symlink
-    /// tags (`docs/design/vault-format-3.md`, "Names", "Symlinks").
-    integrity: Option<IntegrityKeys>,
     root_dev: u64,
     report: Report,
     /// Store ids named by the markers of backing symlinks.
@@ -298,17 +295,12 @@ pub(super) fn run_with(
         u => 1u64 << u,
     };
     let format = vault_format(root.as_fd());
-    let integrity = match (format, opts.master) {
-        (Format::V3, Some(m)) => IntegrityKeys::derive(m).ok(),
-        _ => None,
-    };
     let mut w = Walker {
         policy: *policy,
         master: opts.master,
         opts,
         du,
         format,
-        integrity,
         root_dev: root_st.st_dev,
         report: Report {
             with_key: opts.master.is_some(),
@@ -744,7 +736,7 @@ impl Walker<'_> {
         backing: &str,
     ) -> Option<Vec<u8>> {
         let parent = nonce.unwrap_or_default();
-        let keys = nonce.and(self.integrity.as_ref());
+        let keys = nonce.and(self.mac_keys());
         match tagged::open_inline(keys, &parent, stored) {
             Ok(ct) => Some(ct),
             Err(c) => {
@@ -832,7 +824,7 @@ impl Walker<'_> {
         let entry = String::from_utf8_lossy(name);
         if self.format == Format::V3 {
             let parent = nonce.unwrap_or_default();
-            let keys = nonce.and(self.integrity.as_ref());
+            let keys = nonce.and(self.mac_keys());
             return match tagged::open_side_file(keys, &parent, &entry, &ct) {
                 Ok(ct) => Some(ct),
                 Err(c) => {

@@ -319,7 +319,7 @@ impl Walker<'_> {
             };
             self.referenced.insert(id.as_bytes().to_vec());
             let decoded = |b: &[u8]| match self.format {
-                Format::V3 => symlinks::decode_store_object(self.integrity.as_ref(), b),
+                Format::V3 => symlinks::decode_store_object(self.mac_keys(), b),
                 _ => layout::decode_store_object(b),
             };
             match self.read_store_object(id.as_bytes()) {
@@ -370,7 +370,7 @@ impl Walker<'_> {
             }
         } else {
             let r = match self.format {
-                Format::V3 => symlinks::decode_symlink(self.integrity.as_ref(), &target),
+                Format::V3 => symlinks::decode_symlink(self.mac_keys(), &target),
                 _ => layout::decode_symlink(&target),
             };
             match r {

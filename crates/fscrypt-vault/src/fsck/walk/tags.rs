@@ -273,6 +273,12 @@ fn without_stale(r: &FileRecord, matched: &[bool]) -> FileRecord {
 }
 
 impl Walker<'_> {
+    /// Format 3 with the key: the MAC keys that check tags of units,
+    /// records, names and symlink targets.
+    pub(super) fn mac_keys(&self) -> Option<&IntegrityKeys> {
+        self.integrity.as_ref().map(|i| &i.keys)
+    }
+
     /// Derives the MAC keys of a format 3 vault when the key is given.
     pub(super) fn start_integrity(&mut self) {
         if self.format != Format::V3 {
