@@ -408,7 +408,7 @@ pub fn plan(reg: &Registry) -> Vec<(Implementation, Verdict, String)> {
 }
 
 /// Associated data per vault MAC tag, bytes: the two 16-byte domain blocks
-/// (kind, state, index; the object's nonce) of `docs/design/vault-format-3.md`.
+/// (kind, state, index; the object's nonce) of `docs/vault-format.md` §4b.2.
 pub const MAC_AAD_BYTES: usize = 32;
 
 /// Everything measured for one MAC implementation.

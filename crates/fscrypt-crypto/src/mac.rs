@@ -1,6 +1,6 @@
 //! POLYVAL-then-AES-256: the deterministic MAC of the authenticated vault
 //! format (fscrypt-rs's own, never the kernel's; design in
-//! `docs/design/vault-format-3.md`, "The MAC").
+//! `docs/vault-format.md` §4b.2; the choice: `docs/design/vault-format-3.md`).
 //!
 //! The tag is AES-GCM-SIV's (RFC 8452 §4) without its per-nonce key
 //! derivation and without encryption: `S = POLYVAL_H(pad16(aad) ‖

@@ -1,5 +1,5 @@
-//! Format 3 tagged names and symlink targets (`docs/design/vault-format-3.md`,
-//! "Names" and "Symlinks"), driven through `EncryptedFs` without FUSE:
+//! Format 3 tagged names and symlink targets (`docs/vault-format.md`
+//! §4b.6 and §4b.7), driven through `EncryptedFs` without FUSE:
 //! names of every length round-trip (inline and long), and each kind of
 //! tampering with the backing store that format 2 shows as garbage is
 //! hidden (names) or EIO (symlink targets) in format 3, and reported by

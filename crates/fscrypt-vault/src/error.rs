@@ -263,11 +263,11 @@ pub enum Corruption {
     BadHint,
     /// Format 3: a backing name (or its long-name side file) whose tag does
     /// not verify under its directory's nonce: changed, or moved from
-    /// another directory (`docs/design/vault-format-3.md`, "Names").
+    /// another directory (`docs/vault-format.md` §4b.6).
     #[error("name tag does not verify (changed or moved backing name)")]
     BadNameTag,
     /// Format 3: a symlink target (inline or in the symlink store) whose tag
-    /// does not verify (`docs/design/vault-format-3.md`, "Symlinks").
+    /// does not verify (`docs/vault-format.md` §4b.7).
     #[error("symlink target tag does not verify (changed target)")]
     BadSymlinkTag,
 }

@@ -21,7 +21,7 @@
 //! | [`edit`] | adding, removing and changing protectors ([`NewSecret`]), committed atomically under the config lock |
 //! | [`init`] | [`Vault::init`]: a new vault (master key, policy, protectors, root, config as the commit point) |
 //! | [`layout`] | the backing layout: object headers, backing names and long names, symlink encoding, the symlink store object |
-//! | [`integrity`] | format 3 (authenticated; design in `docs/design/vault-format-3.md`): its keys, MAC domains, unit and tag-slot placement, length hints and file records — bytes only, not yet used by a mount |
+//! | [`integrity`] | format 3 (authenticated; bytes in `docs/vault-format.md` §4b): its keys, MAC domains, unit and tag-slot placement, length hints and file records — bytes only, not yet used by a mount |
 //! | [`root`] | [`create_root`]: the root directory's metadata file |
 //! | [`lock`] | [`VaultLock`]: the `flock` on the backing root held by the mounted daemon and by `fsck --repair` |
 //! | [`fsck`] | checking and repairing a vault offline |

@@ -14,7 +14,7 @@ use crate::layout::{DIR_META_NAME, Format, HEADER_USED, Header, HeaderKind};
 
 /// Writes the root directory's metadata file (a fresh context of `policy`,
 /// mode 0600, synced) into an existing, empty backing directory, making a
-/// vault of the latest format ([`Format::LATEST`], format 2).
+/// vault of the latest format ([`Format::LATEST`], format 3).
 ///
 /// # Errors
 /// [`Error::RootExists`] if it already has one, [`Error::Random`],
@@ -97,8 +97,8 @@ mod tests {
         let bytes = std::fs::read(dir.join(DIR_META_NAME)).unwrap();
         assert_eq!(bytes.len(), crate::layout::HEADER_USED);
         let h = Header::parse(&bytes, HeaderKind::Directory).unwrap();
-        assert_eq!(h.format, Format::V2);
-        assert_eq!(read_format(&dir).unwrap(), Format::V2);
+        assert_eq!(h.format, Format::LATEST);
+        assert_eq!(read_format(&dir).unwrap(), Format::LATEST);
         assert_eq!(h.context.policy, policy);
         let mode = std::fs::metadata(dir.join(DIR_META_NAME))
             .unwrap()

@@ -3,7 +3,7 @@
 //! name goes through `fscrypt::hooks` ([`FscryptName`]); this module only
 //! maps ciphertexts to backing names and back.
 //!
-//! Format 3 (`docs/design/vault-format-3.md`, "Names") tags every backing
+//! Format 3 (`docs/vault-format.md` §4b.6) tags every backing
 //! name with a MAC of its ciphertext under its directory's nonce
 //! ([`fscrypt_vault::integrity::names`]): a name whose tag does not verify
 //! is never listed and cannot be looked up (logged by backing path). On a

@@ -94,7 +94,7 @@ pub enum Kind {
     NonCanonicalName,
     /// Format 3: a backing name (or its long-name side file) whose tag does
     /// not verify with the key: changed, or moved from another directory
-    /// (`docs/design/vault-format-3.md`, "Names"). Never listed by a mount.
+    /// (`docs/vault-format.md` §4b.6). Never listed by a mount.
     BadNameTag,
     /// A long-name entry without its side file.
     LongNameWithoutSideFile,
@@ -107,8 +107,8 @@ pub enum Kind {
     /// A symlink target that does not decrypt with the key.
     UndecryptableSymlink,
     /// Format 3: a symlink target (inline or its store object) whose tag
-    /// does not verify with the key (`docs/design/vault-format-3.md`,
-    /// "Symlinks"). readlink through a mount is an I/O error.
+    /// does not verify with the key (`docs/vault-format.md`
+    /// §4b.7). readlink through a mount is an I/O error.
     BadSymlinkTag,
     /// A `fscrypt.symlink.*` marker that is malformed.
     BadSymlinkMarker,
@@ -512,7 +512,7 @@ pub fn file_nonces(
 /// `fscrypt-rs fsck --accept-rollback`: forgets in `store` the generation
 /// remembered for each regular file at or under `under`
 /// ([`file_nonces`]), so that a restore made on purpose opens again
-/// (`docs/design/vault-format-3.md`, "Rollback"), then compacts the log.
+/// (`docs/vault-format.md` §4b.9), then compacts the log.
 /// Returns the files forgotten (shown path, generation that was
 /// remembered), in walk order; files nothing was remembered for are not
 /// listed. Run it while no mount serves the vault (a mount keeps its own

@@ -1,6 +1,6 @@
 //! What this machine remembers of an authenticated vault, so a file put
-//! back to an earlier version of itself is caught (`docs/design/
-//! vault-format-3.md`, "Rollback"): the highest record generation seen per
+//! back to an earlier version of itself is caught (`docs/vault-format.md`
+//! §4b.9): the highest record generation seen per
 //! file nonce.
 //!
 //! Kept outside the backing store, in a directory of the user's (0700)

@@ -1,13 +1,13 @@
 //! The authenticated vault format (format version 3): its keys, MAC inputs
-//! and byte layouts, without I/O. Design and bytes:
-//! `docs/design/vault-format-3.md` ("Keys", "The MAC", "Regular files").
+//! and byte layouts, without I/O. Bytes:
+//! `docs/vault-format.md` §4b; reasoning: `docs/design/vault-format-3.md`.
 //!
 //! | module | owns |
 //! |--------|------|
 //! | this one | [`IntegrityKeys`]: the MAC key pair and the directory-nonce derivation, from the master key through HKDF-SHA512 with fscrypt-rs's own info prefix; [`MacKind`] and the MAC's domain blocks |
 //! | [`units`] | where data units and their tag slots live in a backing file, the two-slot [`units::Slot`] rule, the length hint |
 //! | [`generations`] | [`generations::GenerationStore`]: the highest record generation this machine saw per file (rollback detection), an append-only log outside the backing store |
-//! | [`record`] | the A/B file records (authenticated size, growth in progress, generation, writing flag, bindings) and the directory record of `fscrypt.dir` |
+//! | [`record`] | the A/B file records (authenticated size, growth in progress, generation, writing flag, bindings) |
 //! | [`names`] | tagged backing names: `base64url(ct ‖ tag)` inline, long names whose side file holds `ct ‖ tag` ("Names") |
 //! | [`symlinks`] | tagged symlink targets, inline and in the symlink store ("Symlinks") |
 //!
@@ -50,8 +50,9 @@ pub enum MacKind {
     DataUnit = 1,
     /// A regular file's record (index 0).
     FileRecord = 2,
-    /// A directory's record in `fscrypt.dir` (index 0).
-    DirRecord = 3,
+    // 3 is reserved: a directory record was designed and never written
+    // (directories are not bound to their place, `docs/vault-format.md`
+    // §10).
     /// A name ciphertext, under the parent directory's nonce.
     Name = 4,
     /// A binding of a file to one of its names (parent nonce, name

@@ -1,4 +1,4 @@
-//! Format 3 tagged names (`docs/design/vault-format-3.md`, "Names"):
+//! Format 3 tagged names (`docs/vault-format.md` §4b.6):
 //! the backing name of an entry carries a 16-byte tag of its name
 //! ciphertext under its parent directory's nonce, so a changed backing name,
 //! or one moved into another directory, is detected.

@@ -1,5 +1,5 @@
 //! A format 3 file's record: its authenticated size, its generation (rollback), whether a writer had it open, and
-//! its bindings to names (`docs/design/vault-format-3.md`, "Record").
+//! its bindings to names (`docs/vault-format.md` §4b.5).
 //!
 //! Two copies live in the header region, A at [`RECORD_A`] and B at
 //! [`RECORD_B`]; writers alternate, and readers take the valid one with
@@ -201,63 +201,6 @@ impl FileRecord {
     }
 }
 
-/// A format 3 directory's record, stored in its `fscrypt.dir` after the
-/// 72-byte header: `n (1) ‖ 0⁷ ‖ binding (16·n) ‖ tag (16)`, `n` = 0 for
-/// the root and 1 for every other directory. It holds nothing random or
-/// time-dependent, so the same path made on two replicas gives the same
-/// bytes. `fscrypt.dir` is replaced whole (temp file, rename) when a
-/// rename changes the binding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirRecord {
-    /// The binding to the directory's parent and name; `None` for the root.
-    pub binding: Option<[u8; BINDING_SIZE]>,
-}
-
-impl DirRecord {
-    /// The stored bytes, tagged for the directory with nonce `nonce`.
-    pub fn encode(&self, keys: &IntegrityKeys, nonce: &[u8; NONCE_SIZE]) -> Vec<u8> {
-        let mut b = Vec::with_capacity(8 + BINDING_SIZE + 16);
-        b.push(u8::from(self.binding.is_some()));
-        b.extend_from_slice(&[0; 7]);
-        if let Some(binding) = &self.binding {
-            b.extend_from_slice(binding);
-        }
-        let tag = keys.tag(MacKind::DirRecord, 0, 0, nonce, &b);
-        b.extend_from_slice(&tag);
-        b
-    }
-
-    /// Parses and verifies the bytes after the header; they must be
-    /// exactly one record.
-    ///
-    /// # Errors
-    /// [`RecordError::Malformed`] (wrong length or count),
-    /// [`RecordError::Reserved`], [`RecordError::BadTag`].
-    pub fn decode(
-        b: &[u8],
-        keys: &IntegrityKeys,
-        nonce: &[u8; NONCE_SIZE],
-    ) -> Result<DirRecord, RecordError> {
-        let n = usize::from(*b.first().ok_or(RecordError::Malformed)?);
-        if n > 1 || b.len() != 8 + n * BINDING_SIZE + 16 {
-            return Err(RecordError::Malformed);
-        }
-        let (body, tag) = b.split_at(8 + n * BINDING_SIZE);
-        if !keys.verify(MacKind::DirRecord, 0, 0, nonce, body, tag) {
-            return Err(RecordError::BadTag);
-        }
-        if body[1..8].iter().any(|&x| x != 0) {
-            return Err(RecordError::Reserved);
-        }
-        let binding = (n == 1).then(|| {
-            let mut w = [0u8; BINDING_SIZE];
-            w.copy_from_slice(&body[8..]);
-            w
-        });
-        Ok(DirRecord { binding })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,33 +297,5 @@ mod tests {
         let r = record();
         assert!(r.is_bound_to(&[2; 16]));
         assert!(!r.is_bound_to(&[3; 16]));
-    }
-
-    #[test]
-    fn directory_records_are_deterministic_and_checked() {
-        let k = keys();
-        let d = DirRecord {
-            binding: Some([9; 16]),
-        };
-        let b = d.encode(&k, &NONCE);
-        assert_eq!(b, d.encode(&k, &NONCE));
-        assert_eq!(DirRecord::decode(&b, &k, &NONCE), Ok(d));
-        let root = DirRecord { binding: None };
-        let rb = root.encode(&k, &NONCE);
-        assert_eq!(rb.len(), 24);
-        assert_eq!(DirRecord::decode(&rb, &k, &NONCE), Ok(root));
-        for i in 0..b.len() {
-            let mut t = b.clone();
-            t[i] ^= 0x10;
-            assert!(DirRecord::decode(&t, &k, &NONCE).is_err(), "byte {i}");
-        }
-        assert_eq!(
-            DirRecord::decode(&b, &k, &[1; 16]),
-            Err(RecordError::BadTag)
-        );
-        assert_eq!(
-            DirRecord::decode(&b[..b.len() - 1], &k, &NONCE),
-            Err(RecordError::Malformed)
-        );
     }
 }

@@ -1,5 +1,5 @@
-//! Format 3 tagged symlink targets (`docs/design/vault-format-3.md`,
-//! "Symlinks"). With `blob` the kernel's `fscrypt_symlink_data` (spec §7.4,
+//! Format 3 tagged symlink targets (`docs/vault-format.md`
+//! §4b.7). With `blob` the kernel's `fscrypt_symlink_data` (spec §7.4,
 //! its NUL included), `context` the symlink's 40-byte v2 context of nonce
 //! `N`, and `tag = MAC(6 = MacKind::Symlink, state 0, index 0, N, blob)`
 //! (all 16 bytes):

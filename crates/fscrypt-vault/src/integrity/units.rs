@@ -1,6 +1,6 @@
 //! Where a format 3 file keeps its data units and their tags, the two-slot
-//! rule, and the length hint (`docs/design/vault-format-3.md`, "Regular
-//! files").
+//! rule, and the length hint (`docs/vault-format.md` §4b.3,
+//! §4b.4).
 //!
 //! After the 4096-byte header the file is a run of *groups*: a 4096-byte
 //! tag block, then [`GROUP_UNITS`] data units. Unit `i` sits at

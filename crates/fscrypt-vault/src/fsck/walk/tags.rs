@@ -1,5 +1,5 @@
-//! The format 3 checks of a regular file (`docs/design/vault-format-3.md`,
-//! "Regular files", "Binding"; `docs/vault-format.md` §9): its A/B record,
+//! The format 3 checks of a regular file (`docs/vault-format.md`
+//! §4b.3–§4b.5, §4b.10, §12): its A/B record,
 //! the backing length against the record's size, every data unit inside
 //! the size against its two tag slots, and the record's bindings against
 //! the names the walk finds the file under. Needs the key (the MAC keys

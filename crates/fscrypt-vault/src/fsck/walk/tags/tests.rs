@@ -10,7 +10,6 @@ use test_support::TempDir;
 use super::*;
 use crate::fsck::{Options, Report, check};
 use crate::integrity::units::Slot;
-use crate::layout::BackingName;
 
 const DU: u64 = 4096;
 
@@ -69,7 +68,7 @@ impl V3 {
     /// vault writes it (the one place to change with the name format).
     fn name(&self, plain: &str) -> String {
         let ct = self.root.encrypt_filename(plain.as_bytes()).unwrap();
-        BackingName::from_ciphertext(&ct).name
+        crate::integrity::names::backing_name(&self.keys, &self.root_nonce, &ct).name
     }
 
     fn binding(&self, plain: &str) -> [u8; 16] {
@@ -465,7 +464,12 @@ fn hard_links_and_conflict_copies_are_bound_by_their_names() {
     // A sync tool's copy of "e": bound under the name without the marker.
     v.file("e", DU, &[U::Data(5)], &["e"], 0);
     let ct = v.root.encrypt_filename(b"e").unwrap();
-    let copy = BackingName::conflict_copy(&ct, ".sync-conflict-20261204-123456-ABCD7EF");
+    let copy = crate::integrity::names::conflict_copy(
+        &v.keys,
+        &v.root_nonce,
+        &ct,
+        ".sync-conflict-20261204-123456-ABCD7EF",
+    );
     std::fs::copy(v.path("e"), v.dir.join(&copy.name)).unwrap();
     let r = v.fsck(false);
     assert_eq!(
