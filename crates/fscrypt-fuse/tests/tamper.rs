@@ -284,32 +284,46 @@ fn len(p: &Path) -> u64 {
 
 #[test]
 fn truncated_by_one_unit() {
-    both("trunc-unit", 3 * DU as usize + 10, "", |_, a, _| {
-        set_len(a, len(a) - DU)
-    });
+    both(
+        "trunc-unit",
+        3 * DU as usize + 10,
+        "does not match the authenticated size",
+        |_, a, _| set_len(a, len(a) - DU),
+    );
 }
 
 #[test]
 fn truncated_to_the_header() {
-    both("trunc-header", 3 * DU as usize + 10, "", |_, a, _| {
-        set_len(a, HEADER_SIZE)
-    });
+    both(
+        "trunc-header",
+        3 * DU as usize + 10,
+        "does not match the authenticated size",
+        |_, a, _| set_len(a, HEADER_SIZE),
+    );
 }
 
 #[test]
 fn extended_by_a_unit_of_zeros() {
-    both("ext-zeros", 3 * DU as usize + 10, "", |_, a, _| {
-        set_len(a, len(a) + DU)
-    });
+    both(
+        "ext-zeros",
+        3 * DU as usize + 10,
+        "does not match the authenticated size",
+        |_, a, _| set_len(a, len(a) + DU),
+    );
 }
 
 #[test]
 fn extended_by_garbage() {
-    both("ext-garbage", 3 * DU as usize + 10, "", |_, a, _| {
-        let l = len(a);
-        let junk: Vec<u8> = (0..DU + 123).map(|i| (i * 37 + 11) as u8).collect();
-        write_at(a, l, &junk);
-    });
+    both(
+        "ext-garbage",
+        3 * DU as usize + 10,
+        "does not match the authenticated size",
+        |_, a, _| {
+            let l = len(a);
+            let junk: Vec<u8> = (0..DU + 123).map(|i| (i * 37 + 11) as u8).collect();
+            write_at(a, l, &junk);
+        },
+    );
 }
 
 // 5. Backing objects swapped, moved, copied.
