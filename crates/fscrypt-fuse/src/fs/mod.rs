@@ -28,12 +28,13 @@ pub(crate) mod tags;
 mod xattr;
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::FileType;
@@ -180,7 +181,16 @@ pub struct EncryptedFs {
     /// put back to an earlier version of itself (`None`: not checked; see
     /// [`EncryptedFs::remember_generations`]).
     generations: Option<GenerationStore>,
+    /// The corruption reports already logged (backing path, inode, reason),
+    /// so that the kernel's retries of one failed read (readahead, then
+    /// the synchronous read) log one line, not one per request. Cleared
+    /// when it reaches [`LOGGED_MAX`] entries.
+    logged: Mutex<HashSet<String>>,
 }
+
+/// How many distinct corruption reports [`EncryptedFs`] remembers before it
+/// forgets them all (and logs each again once).
+const LOGGED_MAX: usize = 4096;
 
 fn sys(e: rustix::io::Errno) -> Error {
     Error::Sys(e)
@@ -290,6 +300,7 @@ impl EncryptedFs {
             renames: RwLock::new(()),
             shared_lock: None,
             generations: None,
+            logged: Mutex::new(HashSet::new()),
         };
         let root = fs.inode(ROOT)?;
         let ctx = fs.dir_context(&root)?;
@@ -411,11 +422,20 @@ impl EncryptedFs {
             if let Some(w) = what {
                 p.push(w);
             }
-            log::error!(
-                "fscrypt-fuse: corrupt backing object {} (inode {}): {e}",
-                p.display(),
-                inode.ino.0
-            );
+            let line = format!("{} (inode {}): {e}", p.display(), inode.ino.0);
+            // Once per report: a failed read is retried by the kernel.
+            let first = match self.logged.lock() {
+                Ok(mut seen) => {
+                    if seen.len() >= LOGGED_MAX {
+                        seen.clear();
+                    }
+                    seen.insert(line.clone())
+                }
+                Err(_) => true,
+            };
+            if first {
+                log::error!("fscrypt-fuse: corrupt backing object {line}");
+            }
         }
         r
     }
