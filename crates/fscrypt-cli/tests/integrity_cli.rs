@@ -43,9 +43,11 @@ fn init_no_integrity_makes_format_2_and_info_says_so() {
     assert!(t.contains("  integrity: none (format 2)"), "{t}");
     assert_eq!(j["data_format"], 2);
     assert_eq!(j["integrity"], "none (format 2)");
-    // Without the flag: the latest format.
+    // Without the flag: the latest format; `--integrity`: format 3.
     let w = V::new("latest");
     assert_eq!(root_format(&w), Format::LATEST);
+    let a = V::with_init("integrity", &["--integrity"]);
+    assert_eq!(root_format(&a), Format::V3);
 }
 
 #[test]

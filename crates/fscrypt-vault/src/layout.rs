@@ -48,7 +48,9 @@ pub enum Format {
 
 impl Format {
     /// The format new vaults get (`fscrypt-rs init`, [`crate::create_root`]).
-    pub const LATEST: Format = Format::V3;
+    /// Format 3 is made on request until its test and benchmark gates pass
+    /// (issue 22); then it becomes the default.
+    pub const LATEST: Format = Format::V2;
 
     /// The format of a header version byte, if known.
     pub fn from_byte(b: u8) -> Option<Format> {

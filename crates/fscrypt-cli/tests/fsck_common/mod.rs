@@ -65,11 +65,17 @@ impl V {
         V::with_init_format(tag, &[], fscrypt_fuse::layout::Format::V1)
     }
 
+    /// A vault as `init` with `extra` makes it.
     pub fn with_init(tag: &str, extra: &[&str]) -> V {
-        V::with_init_format(tag, extra, fscrypt_fuse::layout::Format::LATEST)
+        V::init_as(tag, extra, None)
     }
 
+    /// A vault made by `init` with `extra`, its root then marked `format`.
     pub fn with_init_format(tag: &str, extra: &[&str], format: fscrypt_fuse::layout::Format) -> V {
+        V::init_as(tag, extra, Some(format))
+    }
+
+    fn init_as(tag: &str, extra: &[&str], format: Option<fscrypt_fuse::layout::Format>) -> V {
         let tmp = TempDir::new(tag);
         let cipher = tmp.0.join("cipher");
         let key = tmp.0.join("key");
@@ -89,7 +95,9 @@ impl V {
             fscrypt_fuse::layout::HeaderKind::Directory,
         )
         .unwrap();
-        if h.format != format {
+        if let Some(format) = format
+            && h.format != format
+        {
             h.format = format;
             std::fs::write(&meta, h.to_bytes()).unwrap();
         }
