@@ -23,8 +23,12 @@ fn fixture_mounts_and_matches_manifest(test: &str, name: &str) {
     let tmp = TempDir::new(&format!("cli-fixture-{name}"));
     let (cipher, key) = copy_vault(tmp.path(), name);
     let mnt = tmp.sub("mnt");
+    // Format 3 mounts remember generations: in the test's own directory,
+    // never the machine's state directory.
+    let state = tmp.sub("state");
 
     let out = Command::new(BIN)
+        .env(fscrypt_vault::integrity::generations::STATE_DIR_ENV, &state)
         .arg("mount")
         .arg(&cipher)
         .arg(&mnt)
@@ -47,6 +51,7 @@ fn fixture_mounts_and_matches_manifest(test: &str, name: &str) {
 
     // Locked: the same number of entries at the top, under no-key names.
     let out = Command::new(BIN)
+        .env(fscrypt_vault::integrity::generations::STATE_DIR_ENV, &state)
         .arg("mount")
         .arg(&cipher)
         .arg(&mnt)
