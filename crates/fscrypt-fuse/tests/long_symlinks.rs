@@ -1,6 +1,7 @@
 //! Symlink targets up to PATH_MAX − 1 (4095 bytes) through a real mount:
-//! targets up to 3028 bytes stay inline in the backing symlink (as in format
-//! version 1), longer ones go to the symlink store (`fscrypt.symlinks/`,
+//! targets up to 3028 bytes (format 2; 3012 in format 3, whose inline
+//! target also carries a 16-byte tag) stay inline in the backing symlink,
+//! longer ones go to the symlink store (`fscrypt.symlinks/`,
 //! `docs/vault-format.md` §6); 4096 bytes give ENAMETOOLONG.
 
 use std::ffi::OsStr;
@@ -9,6 +10,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use fscrypt_fuse::layout::{Format, SYMLINK_MAX_BLOB};
+use fscrypt_fuse::vault::integrity::symlinks::SYMLINK_MAX_BLOB_V3;
 use test_support::fuse::Vault;
 use test_support::fuse_available;
 
@@ -43,12 +46,24 @@ fn symlink_targets_up_to_4095_bytes_round_trip() {
         return;
     }
     let mut v = Vault::new("longsym");
-    let lens = [1usize, 3008, 3028, 3029, 4094, 4095];
+    // Largest inline ciphertext: the blob less its 2-byte length and NUL.
+    let max_inline = match Format::LATEST {
+        Format::V3 => SYMLINK_MAX_BLOB_V3,
+        _ => SYMLINK_MAX_BLOB,
+    } - 3;
+    let lens = [
+        1usize,
+        max_inline - 20,
+        max_inline,
+        max_inline + 1,
+        4094,
+        4095,
+    ];
     for &n in &lens {
         std::os::unix::fs::symlink(OsStr::from_bytes(&target(n)), v.p(&format!("s{n}")))
             .unwrap_or_else(|e| panic!("symlink of {n} bytes: {e}"));
         let inline = !backing_target(&v, &v.p(&format!("s{n}"))).starts_with(b"fscrypt.");
-        assert_eq!(inline, n <= 3028, "{n} bytes: inline iff it fits");
+        assert_eq!(inline, n <= max_inline, "{n} bytes: inline iff it fits");
     }
     assert_eq!(store_objects(v.backing.path()), 3);
     let err =
@@ -85,7 +100,7 @@ fn symlink_targets_up_to_4095_bytes_round_trip() {
     fs::write(v.p("plain"), b"x").unwrap();
     fs::rename(v.p("plain"), v.p("h4095")).unwrap();
     assert_eq!(store_objects(v.backing.path()), 2);
-    fs::remove_file(v.p("s3029")).unwrap();
+    fs::remove_file(v.p(&format!("s{}", max_inline + 1))).unwrap();
     fs::remove_file(v.p("s4094")).unwrap();
     assert_eq!(store_objects(v.backing.path()), 0);
     fs::create_dir(v.p("d")).unwrap();

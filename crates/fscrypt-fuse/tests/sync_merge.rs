@@ -151,6 +151,55 @@ fn a_directory_made_again_under_its_name_gets_the_same_context() {
     assert_ne!(first, other, "two names must give two contexts");
 }
 
+/// A conflict copy shares its original's nonce. Kept under a name of its
+/// own ("keep both"), each then changes apart from the other: in format 3
+/// neither may read as rolled back because the other was written (the old
+/// code remembered one generation per nonce: after the copy was written,
+/// the original read as EIO). Renamed over its original, the copy is the
+/// newest version there, also after a remount.
+#[test]
+fn a_kept_conflict_copy_and_its_original_change_apart() {
+    need_fuse!();
+    let mut v = Vault::new("sync-keep-both");
+    fs::write(v.p("notes"), b"base").unwrap();
+    let b = backing_of(v.backing.path(), &v.p("notes"));
+    v.mount.take().unwrap().unmount().unwrap();
+    let marked = fscrypt_vault::conflict::insert(
+        b.file_name().unwrap().as_encoded_bytes(),
+        SYNCTHING.as_bytes(),
+    );
+    let copy = b.with_file_name(String::from_utf8(marked).unwrap());
+    fs::copy(&b, &copy).unwrap();
+    fs::copy(
+        &b,
+        copy.with_file_name(format!(
+            "{}{NEXTCLOUD}",
+            b.file_name().unwrap().to_str().unwrap()
+        )),
+    )
+    .unwrap();
+    v.remount(true);
+    fs::write(v.p("notes"), b"mine 1").unwrap();
+    fs::rename(v.p(&format!("notes{SYNCTHING}")), v.p("theirs")).unwrap();
+    for i in 0..3 {
+        fs::write(v.p("theirs"), format!("theirs {i}")).unwrap();
+        fs::write(v.p("notes"), format!("mine {i}")).unwrap();
+    }
+    let check = |v: &Vault| {
+        assert_eq!(fs::read(v.p("notes")).unwrap(), b"mine 2");
+        assert_eq!(fs::read(v.p("theirs")).unwrap(), b"theirs 2");
+    };
+    check(&v);
+    v.remount(true);
+    check(&v);
+    // The other copy (still at generation 1) replaces the original.
+    fs::rename(v.p(&format!("notes{NEXTCLOUD}")), v.p("notes")).unwrap();
+    assert_eq!(fs::read(v.p("notes")).unwrap(), b"base");
+    v.remount(true);
+    assert_eq!(fs::read(v.p("notes")).unwrap(), b"base");
+    assert_eq!(fs::read(v.p("theirs")).unwrap(), b"theirs 2");
+}
+
 #[test]
 fn conflict_copies_are_listed_decrypted_and_usable() {
     need_fuse!();

@@ -423,18 +423,24 @@ impl EncryptedFs {
         let mut i = 0;
         while let Some(l) = inode.link_at(i) {
             i += 1;
-            let Ok(pfd) = self.dir_fd(&l.parent) else {
-                continue;
-            };
-            if let Ok(s) = rustix::fs::statat(pfd, l.name.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-                && s.st_dev == st.st_dev
-                && s.st_ino == st.st_ino
+            if let Some(pfd) = self.link_names(&l, st)
                 && let Ok(d) = rustix::fs::fstat(pfd)
             {
                 seen.insert((d.st_dev, d.st_ino, l.name.name));
             }
         }
         seen.len() as u64
+    }
+
+    /// Whether the known link `l` names the object `st` right now (an
+    /// `fstatat` without following, same device and inode number): then
+    /// its parent directory's fd. A link renamed or removed in the backing
+    /// store behind the mount (by an attacker, or by another mount of a
+    /// shared vault) gives `None`.
+    pub(super) fn link_names<'a>(&self, l: &'a Link, st: &Stat) -> Option<BorrowedFd<'a>> {
+        let pfd = self.dir_fd(&l.parent).ok()?;
+        let s = rustix::fs::statat(pfd, l.name.name.as_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (s.st_dev == st.st_dev && s.st_ino == st.st_ino).then_some(pfd)
     }
 
     /// The `fstat` of the object at `loc`, after [`Self::check_vault_object`]:

@@ -568,7 +568,7 @@ impl EncryptedFs {
         }
         let u = Units::of_range(offset, end, du);
         let (start, stop) = (
-            self.sizes().unit_at(u.first, du),
+            self.sizes().storage_start(u.first, du),
             self.sizes().unit_at(u.last - 1, du) + du,
         );
         // The file's exclusive lock over both steps: no truncate shrinks the

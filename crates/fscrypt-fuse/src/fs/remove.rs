@@ -273,11 +273,18 @@ impl EncryptedFs {
         };
         // Format 3: the objects are bound to their new names first (a
         // crash after leaves one binding too many, never one too few).
+        let src_file = kind_of(src.st_mode) == Kind::File;
         let bindings = match (self.name_binding(&p, &ob)?, self.name_binding(&np, &nb)?) {
             (Some(a), Some(b)) if a != b => Some((a, b)),
+            (Some(a), Some(_)) if src_file => {
+                // A conflict copy renamed to its original's name (the
+                // same binding): it becomes the newest version there.
+                let add = Rebind::Add { from: a, to: a };
+                self.rebind_entry(&p, pfd, ob.name.as_str(), src.st_ino, add)?;
+                None
+            }
             _ => None,
         };
-        let src_file = kind_of(src.st_mode) == Kind::File;
         let dst_file = match &dst {
             Some(d) if exchange && kind_of(d.st_mode) == Kind::File => Some(d.st_ino),
             _ => None,

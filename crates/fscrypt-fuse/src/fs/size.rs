@@ -123,6 +123,18 @@ impl SizeStore {
         }
     }
 
+    /// Backing offset where the storage of data unit `idx` begins: the
+    /// unit itself, or in format 3 its group's tag block (which a write of
+    /// the unit fills too, so preallocation must cover it).
+    pub(super) fn storage_start(self, idx: u64, du: u64) -> u64 {
+        match self {
+            SizeStore::Tagged => {
+                units::tag_block_offset(idx / units::GROUP_UNITS, du).unwrap_or(u64::MAX)
+            }
+            _ => self.unit_at(idx, du),
+        }
+    }
+
     /// The units `first..last` cut into runs stored back to back (format
     /// 3: one run per group, each at most [`units::GROUP_UNITS`] long; else
     /// one run).

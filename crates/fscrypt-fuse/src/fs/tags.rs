@@ -19,7 +19,7 @@ use rustix::fs::{Mode, OFlags};
 use fscrypt::NONCE_SIZE;
 use fscrypt_vault::integrity::IntegrityKeys;
 use fscrypt_vault::integrity::MacKind;
-use fscrypt_vault::integrity::generations::Seen;
+use fscrypt_vault::integrity::generations::{self, Seen};
 use fscrypt_vault::integrity::record::{
     BINDING_SIZE, FLAG_MANY_LINKS, FLAG_WRITING, FileRecord, MAX_BINDINGS, RECORD_A, RECORD_B,
     RECORD_SPACE,
@@ -54,6 +54,10 @@ pub(crate) struct TaggedFile {
     /// a write session, or a failed unit write): writers then check the
     /// current contents before choosing which slot to overwrite.
     suspect: bool,
+    /// Whether the file was opened through sync tools' conflict copies
+    /// only: its generations are then not remembered (see
+    /// [`EncryptedFs::load_tagged`]).
+    copy: bool,
 }
 
 /// A change of a file's bindings ([`EncryptedFs::rebind_entry`]).
@@ -86,7 +90,18 @@ impl TaggedFile {
             next_at: RECORD_B,
             session: false,
             suspect: false,
+            copy: false,
         }
+    }
+
+    /// The generation-store slot of this file under the name of binding
+    /// `binding` ([`generations::slot`]; the nonce alone once the record
+    /// keeps no bindings).
+    fn slot(&self, binding: &[u8; BINDING_SIZE]) -> [u8; NONCE_SIZE] {
+        if self.record.flags & FLAG_MANY_LINKS != 0 {
+            return self.nonce;
+        }
+        generations::slot(&self.nonce, binding)
     }
 }
 
@@ -158,25 +173,40 @@ impl EncryptedFs {
 
     fn load_tagged_inner(&self, inode: &Inode, f: &File) -> Result<(Header, TaggedFile)> {
         let (h, t) = self.load_record(f)?;
-        let record = &t.record;
-        // Bound to every name the mount found it under.
+        // Bound to every name the mount found it under that still names
+        // it (a known link renamed away behind the mount, by another mount
+        // of a shared vault or by an attacker, vouches for nothing and is
+        // not checked; the name the object now has is).
+        let (h, mut t) = (h, t);
+        let st = rustix::fs::fstat(f)?;
         let mut i = 0;
+        t.copy = inode.link_count() > 0;
         while let Some(l) = inode.link_at(i) {
-            if !record.is_bound_to(&self.binding_of(&l)?) {
+            i += 1;
+            let b = self.binding_of(&l)?;
+            if self.link_names(&l, &st).is_none() {
+                continue;
+            }
+            if !t.record.is_bound_to(&b) {
                 return Err(Error::Corrupt(Corruption::Unbound));
             }
-            i += 1;
+            // A sync tool's conflict copy is another version of its
+            // original by nature (same nonce and binding, any generation):
+            // shown under its marked name, it is exempt from the rollback
+            // check, and its changes are not remembered for the original.
+            if l.name.marker.is_some() {
+                continue;
+            }
+            t.copy = false;
+            if let Seen::RolledBack { seen } = self.seen(&t, &b) {
+                return Err(Error::Corrupt(Corruption::RolledBack {
+                    generation: t.record.generation,
+                    seen,
+                }));
+            }
         }
-        if let Some(g) = &self.generations
-            && let Seen::RolledBack { seen } = g.check(&t.nonce, record.generation)
-        {
-            return Err(Error::Corrupt(Corruption::RolledBack {
-                generation: record.generation,
-                seen,
-            }));
-        }
-        let len = f.metadata()?.len();
-        let hint = units::len_for_size(record.size, self.du).ok_or(Error::FileTooBig)?;
+        let len = st.st_size as u64;
+        let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
         if len < hint || (len > hint && !t.suspect) {
             return Err(Error::Corrupt(Corruption::BadHint));
         }
@@ -206,6 +236,7 @@ impl EncryptedFs {
             next_at,
             session: false,
             suspect: leftover,
+            copy: false,
         };
         h.size = t.record.size;
         Ok((h, t))
@@ -233,6 +264,32 @@ impl EncryptedFs {
         Ok(())
     }
 
+    /// This machine's memory of the generation of `t` under its name of
+    /// binding `binding`: `Seen::RolledBack` when the record is older.
+    fn seen(&self, t: &TaggedFile, binding: &[u8; BINDING_SIZE]) -> Seen {
+        match &self.generations {
+            Some(g) => g.check(&t.slot(binding), t.record.generation),
+            None => Seen::Fine,
+        }
+    }
+
+    /// Remembers `t`'s generation under the names of `bindings`.
+    fn record_seen<'a>(
+        &self,
+        t: &TaggedFile,
+        bindings: impl IntoIterator<Item = &'a [u8; BINDING_SIZE]>,
+    ) {
+        let Some(g) = &self.generations else { return };
+        for b in bindings {
+            if let Err(e) = g.saw(&t.slot(b), t.record.generation) {
+                log::warn!(
+                    "fscrypt-fuse: cannot record a file generation ({e}); rollback of it will go unnoticed"
+                );
+                return;
+            }
+        }
+    }
+
     /// Before the first change of an open session: the generation + 1 and
     /// the writing flag, in the record, then in this machine's memory.
     ///
@@ -253,12 +310,10 @@ impl EncryptedFs {
             f.set_len(hint)?;
             self.clear_slots_from(f, t.record.size.div_ceil(self.du))?;
         }
-        if let Some(g) = &self.generations
-            && let Err(e) = g.saw(&t.nonce, t.record.generation)
-        {
-            log::warn!(
-                "fscrypt-fuse: cannot record a file generation ({e}); rollback of it will go unnoticed"
-            );
+        if !t.copy {
+            let bindings = t.record.bindings.clone();
+            let none = bindings.is_empty().then_some(&[0u8; BINDING_SIZE]);
+            self.record_seen(t, bindings.iter().chain(none));
         }
         Ok(())
     }
@@ -292,6 +347,13 @@ impl EncryptedFs {
     ) -> Result<()> {
         let had = t.record.is_bound_to(&binding);
         if add == had {
+            if let (true, Seen::RolledBack { seen }) = (add, self.seen(t, &binding)) {
+                // A conflict copy renamed over its original (same binding):
+                // it becomes the newest version there.
+                t.record.generation = seen + 1;
+                self.write_record(f, t)?;
+                self.record_seen(t, [&binding]);
+            }
             return Ok(());
         }
         if add {
@@ -307,7 +369,12 @@ impl EncryptedFs {
             }
             t.record.bindings.retain(|b| b != &binding);
         }
-        self.write_record(f, t)
+        self.write_record(f, t)?;
+        if add {
+            // Its new name remembers the version it arrived with.
+            self.record_seen(t, [&binding]);
+        }
+        Ok(())
     }
 
     /// Format 3: changes the bindings of the regular file stored as `name`

@@ -477,7 +477,9 @@ pub fn check(cipherdir: &Path, policy: &PolicyV2, opts: &Options<'_>) -> Result<
 
 /// The regular files of the vault at `cipherdir` whose path is `under`
 /// or below it (a path as the mount shows it, `/a/b`; `/` for all), with
-/// the nonce of each (its header's context): what `fscrypt-rs fsck
+/// the generation-store slots of each ([`crate::integrity::generations::slot`]
+/// of its nonce under this name, with the key, and its nonce alone; one
+/// pair per slot, a file's pairs adjacent): what `fscrypt-rs fsck
 /// --accept-rollback` forgets in the [`crate::integrity::generations`]
 /// store. Walks as [`check`] does (same names, conflict copies included)
 /// without repairing; with `master` paths are plaintext, without it no-key
@@ -533,10 +535,13 @@ pub fn accept_rollback(
     let files = file_nonces(cipherdir, policy, master, under)?;
     let mut accepted = Vec::new();
     let mut nonces = Vec::new();
-    for (path, nonce) in files {
-        if let Seen::RolledBack { seen } = store.check(&nonce, 0) {
-            accepted.push((path, seen));
-            nonces.push(nonce);
+    for (path, slot) in files {
+        if let Seen::RolledBack { seen } = store.check(&slot, 0) {
+            match accepted.last_mut() {
+                Some((p, s)) if *p == path => *s = seen.max(*s),
+                _ => accepted.push((path, seen)),
+            }
+            nonces.push(slot);
         }
     }
     let failed = |source| FsckError::Open {

@@ -253,8 +253,11 @@ struct Walker<'a> {
     /// Format 3 with the key: the MAC keys and the files with several
     /// links ([`tags`]).
     integrity: Option<tags::Integrity>,
-    /// [`super::file_nonces`]: the (shown path, header nonce) of every
-    /// regular file whose path is known; files are not checked further.
+    /// [`super::file_nonces`]: the (shown path, generation-store slot) of
+    /// every regular file whose path is known (two per file with the key:
+    /// its slot under this name and its nonce alone,
+    /// [`crate::integrity::generations::slot`]; the nonce alone without
+    /// it); files are not checked further.
     nonces: Option<FileNonces>,
 }
 
@@ -266,7 +269,7 @@ pub(super) fn run(
     run_with(cipherdir, policy, opts, false).map(|(r, _)| r)
 }
 
-/// (shown path, header nonce) of regular files, in walk order.
+/// (shown path, generation-store slot) of regular files, in walk order.
 pub(super) type FileNonces = Vec<(String, [u8; 16])>;
 
 /// [`run`], and with `collect` the nonces of [`Walker::nonces`].
@@ -314,9 +317,7 @@ pub(super) fn run_with(
         integrity: None,
         nonces: collect.then(Vec::new),
     };
-    if !collect {
-        w.start_integrity();
-    }
+    w.start_integrity();
     w.open_store(root.as_fd());
     w.check_dir(
         &Dir {

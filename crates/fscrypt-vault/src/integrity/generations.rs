@@ -1,11 +1,11 @@
 //! What this machine remembers of an authenticated vault, so a file put
 //! back to an earlier version of itself is caught (`docs/vault-format.md`
 //! §4b.9): the highest record generation seen per
-//! file nonce.
+//! file and name, under a 16-byte [`slot`].
 //!
 //! Kept outside the backing store, in a directory of the user's (0700)
 //! holding one append-only log, `generations` (0600): 24-byte entries
-//! `nonce (16) ‖ le64(generation)`, the last entry of a nonce winning and
+//! `slot (16) ‖ le64(generation)`, the last entry of a slot winning and
 //! generation 0 meaning "forgotten" (an accepted restore). A torn last
 //! entry (a crash mid-append) is cut off when the store is opened. [`GenerationStore::compact`]
 //! rewrites the log with one entry per file (temp file, `fsync`, rename),
@@ -22,6 +22,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use fscrypt::{KeyIdentifier, NONCE_SIZE};
+
+/// The slot under which the generations of a file of nonce `nonce` are
+/// remembered for its name of binding `binding` (`docs/vault-format.md`
+/// §4b.5): `nonce XOR binding`; a record that keeps no bindings
+/// ([`super::record::FLAG_MANY_LINKS`]) uses `binding = 0`, i.e. the nonce.
+///
+/// Per file *and name*: a sync tool's conflict copy shares its original's
+/// nonce, and once kept under a name of its own it changes apart from it;
+/// a counter per nonce would make the one look rolled back after the
+/// other was written.
+pub fn slot(nonce: &[u8; NONCE_SIZE], binding: &[u8; NONCE_SIZE]) -> [u8; NONCE_SIZE] {
+    std::array::from_fn(|i| nonce[i] ^ binding[i])
+}
 
 /// The log's file name inside the store directory.
 pub const LOG_NAME: &str = "generations";
@@ -131,37 +144,38 @@ impl GenerationStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Compares a file's record generation with what was seen.
-    pub fn check(&self, nonce: &[u8; NONCE_SIZE], generation: u64) -> Seen {
-        match self.lock().seen.get(nonce) {
+    /// Compares a file's record generation with what was seen in `slot`
+    /// ([`slot`]).
+    pub fn check(&self, slot: &[u8; NONCE_SIZE], generation: u64) -> Seen {
+        match self.lock().seen.get(slot) {
             Some(&seen) if generation < seen => Seen::RolledBack { seen },
             _ => Seen::Fine,
         }
     }
 
-    /// Remembers `generation` for the file when it is higher than what was
+    /// Remembers `generation` in `slot` when it is higher than what was
     /// seen (appending one log entry).
     ///
     /// # Errors
     /// I/O errors appending to the log; the memory is updated anyway.
-    pub fn saw(&self, nonce: &[u8; NONCE_SIZE], generation: u64) -> io::Result<()> {
+    pub fn saw(&self, slot: &[u8; NONCE_SIZE], generation: u64) -> io::Result<()> {
         let mut st = self.lock();
-        if st.seen.get(nonce).is_some_and(|&s| s >= generation) || generation == 0 {
+        if st.seen.get(slot).is_some_and(|&s| s >= generation) || generation == 0 {
             return Ok(());
         }
-        st.seen.insert(*nonce, generation);
-        st.log.write_all(&entry(nonce, generation))
+        st.seen.insert(*slot, generation);
+        st.log.write_all(&entry(slot, generation))
     }
 
-    /// Forgets the files (an intentional restore is accepted: their
+    /// Forgets the slots (an intentional restore is accepted: the file's
     /// current generation becomes the one remembered when next seen).
     ///
     /// # Errors
     /// I/O errors appending to the log.
-    pub fn forget(&self, nonces: &[[u8; NONCE_SIZE]]) -> io::Result<()> {
+    pub fn forget(&self, slots: &[[u8; NONCE_SIZE]]) -> io::Result<()> {
         let mut st = self.lock();
-        let mut out = Vec::with_capacity(nonces.len() * ENTRY);
-        for n in nonces {
+        let mut out = Vec::with_capacity(slots.len() * ENTRY);
+        for n in slots {
             if st.seen.remove(n).is_some() {
                 out.extend_from_slice(&entry(n, 0));
             }

@@ -2,6 +2,7 @@
 //! (recursing through [`Walker::check_dir`]) and symlinks.
 
 use super::*;
+use crate::integrity::generations::slot;
 
 impl Walker<'_> {
     /// Checks a ciphertext name: its length against the padding, and with
@@ -176,9 +177,13 @@ impl Walker<'_> {
             );
             return true;
         };
-        if let Some(nonces) = &mut self.nonces {
-            if let Some(p) = &path {
-                nonces.push((p.clone(), h.context.nonce));
+        if self.nonces.is_some() {
+            // The file's generation-store slots: under this name, and the
+            // nonce alone (a record past its binding limit).
+            let n = h.context.nonce;
+            let named = self.entry_binding(d, name).map(|b| slot(&n, &b));
+            if let (Some(p), Some(nonces)) = (&path, &mut self.nonces) {
+                nonces.extend(named.into_iter().chain([n]).map(|s| (p.clone(), s)));
             }
             return true;
         }

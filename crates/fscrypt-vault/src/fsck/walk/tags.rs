@@ -275,6 +275,18 @@ fn without_stale(r: &FileRecord, matched: &[bool]) -> FileRecord {
 impl Walker<'_> {
     /// Format 3 with the key: the MAC keys that check tags of units,
     /// records, names and symlink targets.
+    /// The binding of a file to its entry `name` in `d` (a conflict copy
+    /// is bound under the name the vault wrote), when the MAC keys and the
+    /// directory's nonce are known.
+    pub(super) fn entry_binding(&self, d: &Dir<'_>, name: &[u8]) -> Option<[u8; 16]> {
+        let keys = self.mac_keys()?;
+        let written = match layout::classify_entry(name).1 {
+            Some(c) => c.original,
+            None => name.to_vec(),
+        };
+        Some(keys.binding(&d.nonce?, &written))
+    }
+
     pub(super) fn mac_keys(&self) -> Option<&IntegrityKeys> {
         self.integrity.as_ref().map(|i| &i.keys)
     }
@@ -431,15 +443,10 @@ impl Walker<'_> {
         backing: String,
         path: Option<String>,
     ) {
+        let binding = self.entry_binding(d, name);
         let Some(integ) = &mut self.integrity else {
             return;
         };
-        // A conflict copy is bound under the name the vault wrote.
-        let written = match layout::classify_entry(name).1 {
-            Some(c) => c.original,
-            None => name.to_vec(),
-        };
-        let binding = d.nonce.map(|p| integ.keys.binding(&p, &written));
         let nlink = st.st_nlink;
         let key = (st.st_dev, st.st_ino);
         let mut l = integ.linked.remove(&key).unwrap_or_else(|| Linked {

@@ -520,22 +520,30 @@ fn without_the_key_format_3_files_are_not_judged_by_tags() {
 #[test]
 fn file_nonces_and_accept_rollback_forget_the_files_under_a_path() {
     use crate::fsck::{accept_rollback, file_nonces};
-    use crate::integrity::generations::{GenerationStore, Seen};
+    use crate::integrity::generations::{GenerationStore, Seen, slot};
     let v = vault();
-    let a = v.file("a", DU, &[U::Data(1)], &["a"], 0);
-    let ab = v.file("ab", DU, &[U::Data(2)], &["ab"], 0);
+    let na = v.file("a", DU, &[U::Data(1)], &["a"], 0);
+    let nab = v.file("ab", DU, &[U::Data(2)], &["ab"], 0);
+    // Each file's slot under its name, then its nonce alone.
+    let (a, ab) = (slot(&na, &v.binding("a")), slot(&nab, &v.binding("ab")));
     let mut all = file_nonces(v.dir.path(), &v.policy, Some(&v.master), "/").unwrap();
     all.sort();
-    let mut want = vec![("/a".to_owned(), a), ("/ab".to_owned(), ab)];
+    let mut want = vec![
+        ("/a".to_owned(), a),
+        ("/a".to_owned(), na),
+        ("/ab".to_owned(), ab),
+        ("/ab".to_owned(), nab),
+    ];
     want.sort();
     assert_eq!(all, want);
     assert_eq!(
         file_nonces(v.dir.path(), &v.policy, Some(&v.master), "a/").unwrap(),
-        vec![("/a".to_owned(), a)]
+        vec![("/a".to_owned(), a), ("/a".to_owned(), na)]
     );
     let state = TempDir::new("fsck-v3-state");
     let store = GenerationStore::open(state.path()).unwrap();
     store.saw(&a, 40).unwrap();
+    store.saw(&na, 3).unwrap();
     store.saw(&ab, 7).unwrap();
     let got = accept_rollback(
         v.dir.path(),
@@ -548,6 +556,7 @@ fn file_nonces_and_accept_rollback_forget_the_files_under_a_path() {
     .unwrap();
     assert_eq!(got, vec![("/a".to_owned(), 40)]);
     assert_eq!(store.check(&a, 1), Seen::Fine);
+    assert_eq!(store.check(&na, 1), Seen::Fine);
     assert_eq!(store.check(&ab, 1), Seen::RolledBack { seen: 7 });
     // The log on disk says so too.
     let again = GenerationStore::open(state.path()).unwrap();
