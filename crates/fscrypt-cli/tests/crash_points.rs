@@ -322,7 +322,7 @@ fn bytes(seed: u8, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Format 2 (`docs/vault-format.md` §4a, the vault `init` makes): a size
+/// Format 2 (`docs/vault-format.md` §4a, `init --no-integrity`): a size
 /// change is one `ftruncate`. Killed between an extending write's data
 /// units and its `ftruncate`, the file has the new data rounded up to whole
 /// data units with zeros (never garbage); killed after a truncate down's
@@ -334,7 +334,7 @@ fn crash_points_of_format_2_size_changes() {
         return;
     }
     use std::os::unix::fs::FileExt;
-    let mut v = Vault::new("points-v2");
+    let mut v = Vault::with_init("points-v2", &["--no-integrity"]);
     let old = bytes(1, 100);
     let new = bytes(2, 5000);
     let big = bytes(3, 3 * 4096 + 100);
@@ -397,6 +397,86 @@ fn crash_points_of_format_2_size_changes() {
     assert_eq!(got, &big[..5000]);
     // Growing again (by truncate and by a write past the trailer's unit)
     // shows zeros where the old bytes were.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(v.p("t"))
+        .unwrap();
+    f.set_len(3 * 4096 + 100).unwrap();
+    drop(f);
+    let got = std::fs::read(v.p("t")).unwrap();
+    assert_eq!(&got[..5000], &big[..5000]);
+    assert!(
+        got[5000..].iter().all(|&b| b == 0),
+        "stale bytes reappeared"
+    );
+    v.unmount();
+}
+
+/// Format 3 (`docs/vault-format.md` §4b, the vault `init` makes): the
+/// record is the commit point of a size change. Killed between an
+/// extending write's data units and its record, the file keeps its old
+/// size; the crash recovery pass at the next mount cuts off the units
+/// written past it, so that `stat` of the closed file agrees with a read
+/// (the old code: the length still hinted the new size, "read length !=
+/// st_size"), and growing the file later shows zeros, never the cut
+/// units. Killed after a truncate down's record, the size is the new one.
+#[test]
+fn crash_points_of_format_3_size_changes() {
+    if !can_mount("crash_points_of_format_3_size_changes") {
+        return;
+    }
+    use std::os::unix::fs::FileExt;
+    let mut v = Vault::new("points-v3");
+    let old = bytes(1, 100);
+    let new = bytes(2, 5000);
+    let big = bytes(3, 3 * 4096 + 100);
+    v.mount(None);
+    std::fs::write(v.p("w"), &old).unwrap();
+    std::fs::write(v.p("t"), &big).unwrap();
+    v.unmount();
+
+    v.mount(Some("write:after-data"));
+    {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(v.p("w"))
+            .unwrap();
+        let _ = f.write_all_at(&new, 8192);
+    }
+    assert!(
+        v.died_within(Duration::from_secs(20)),
+        "write:after-data was not reached"
+    );
+    v.mount(None);
+    check_all(&v, "write:after-data");
+    assert_eq!(std::fs::metadata(v.p("w")).unwrap().len(), 100);
+    assert_eq!(std::fs::read(v.p("w")).unwrap(), old);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(v.p("w"))
+        .unwrap();
+    f.set_len(8192 + 5000).unwrap();
+    drop(f);
+    let got = std::fs::read(v.p("w")).unwrap();
+    assert_eq!(&got[..100], &old[..]);
+    assert!(got[100..].iter().all(|&b| b == 0), "cut units came back");
+    v.unmount();
+
+    v.mount(Some("truncate:after-length"));
+    {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(v.p("t"))
+            .unwrap();
+        let _ = f.set_len(5000);
+    }
+    assert!(
+        v.died_within(Duration::from_secs(20)),
+        "truncate:after-length was not reached"
+    );
+    v.mount(None);
+    check_all(&v, "truncate:after-length");
+    assert_eq!(std::fs::read(v.p("t")).unwrap(), &big[..5000]);
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(v.p("t"))

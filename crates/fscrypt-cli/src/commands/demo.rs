@@ -107,11 +107,15 @@ fn default_source() -> PathBuf {
 }
 
 fn mount_with(exe: &Path, cipher: &Path, plain: &Path, extra: &[&str]) -> anyhow::Result<()> {
+    // The vault's generation store (format 3) lives in the demo's
+    // directory too, and goes with it.
+    let state = cipher.with_file_name("state");
     let status = Command::new(exe)
         .arg("mount")
         .arg(cipher)
         .arg(plain)
         .args(extra)
+        .env(fscrypt_vault::integrity::generations::STATE_DIR_ENV, state)
         .stdin(Stdio::null())
         .status()
         .context("running fscrypt-rs mount")?;

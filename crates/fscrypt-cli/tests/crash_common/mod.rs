@@ -22,10 +22,26 @@ pub struct Vault {
 
 impl Vault {
     pub fn new(tag: &str) -> Vault {
+        Vault::with_init(tag, &[])
+    }
+
+    /// A vault made by `init --new-key-file` with `extra` arguments.
+    pub fn with_init(tag: &str, extra: &[&str]) -> Vault {
         let t = TempDir::new(&format!("crash-{tag}"));
         let (cipher, mnt) = (t.sub("cipher"), t.sub("mnt"));
         let key = t.join("vault.key");
-        test_support::cli::init_with_key_file(Path::new(BIN), &cipher, &key);
+        test_support::run::succeed(
+            Command::new(BIN)
+                .arg("init")
+                .arg(&cipher)
+                .arg("--new-key-file")
+                .arg(&key)
+                .args(extra)
+                .env(
+                    "FSCRYPT_RS_INSECURE_ARGON2_PARAMS",
+                    test_support::cli::CHEAP_ARGON2,
+                ),
+        );
         Vault {
             t,
             cipher,

@@ -148,6 +148,9 @@ struct Recovered {
     empty_files: u64,
     restored_meta: u64,
     store_objects: u64,
+    /// Format 3 files whose interrupted write session left units past
+    /// their size.
+    trimmed_files: u64,
     problems: u64,
 }
 
@@ -485,6 +488,17 @@ impl EncryptedFs {
                                 continue;
                             }
                             user += 1;
+                        }
+                        FileType::RegularFile => {
+                            user += 1;
+                            match self.recover_tagged_file(dfd, n) {
+                                Ok(true) => rec.trimmed_files += 1,
+                                Ok(false) => {}
+                                Err(e) => {
+                                    rec.problems += 1;
+                                    log::warn!("fscrypt-fuse: recovery: {shown}: {e}");
+                                }
+                            }
                         }
                         FileType::Directory => {
                             user += 1;

@@ -303,13 +303,7 @@ impl EncryptedFs {
         t.record.flags |= FLAG_WRITING;
         self.write_record(f, t)?;
         t.session = true;
-        let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
-        if f.metadata()?.len() > hint {
-            // A crash in an earlier write session left units past the
-            // size: nothing of them may come back when the file grows.
-            f.set_len(hint)?;
-            self.clear_slots_from(f, t.record.size.div_ceil(self.du))?;
-        }
+        self.trim_leftovers(f, t)?;
         if !t.copy {
             let bindings = t.record.bindings.clone();
             let none = bindings.is_empty().then_some(&[0u8; BINDING_SIZE]);
@@ -547,29 +541,76 @@ impl EncryptedFs {
         t.suspect = true;
     }
 
-    /// Clears the slot pairs of units `from..` up to the end of their
-    /// group (the units past a new, smaller size; later groups' tag blocks
-    /// lie past the backing length).
+    /// Cuts off what a crash in a write session left past the record's
+    /// size (units written before the size that would cover them, so the
+    /// length passes the size's hint) and, for such a file or one whose
+    /// session did not end, clears the slots past the size: nothing of
+    /// them may come back when the file grows. Returns whether anything
+    /// was cut or cleared.
     ///
     /// # Errors
     /// Backing errors.
-    pub(super) fn clear_slots_from(&self, f: &File, from: u64) -> Result<()> {
+    fn trim_leftovers(&self, f: &File, t: &TaggedFile) -> Result<bool> {
+        let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
+        let cut = f.metadata()?.len() > hint;
+        if cut {
+            f.set_len(hint)?;
+        } else if !t.suspect {
+            return Ok(false);
+        }
+        // Also when nothing was cut: a truncate down interrupted after its
+        // `ftruncate` left the cut units' slots behind.
+        let cleared = self.clear_slots_from(f, t.record.size.div_ceil(self.du))?;
+        Ok(cut || cleared)
+    }
+
+    /// The crash recovery pass on the regular file `name` of the backing
+    /// directory `dir`, format 3 with the key: when its record says a
+    /// write session did not end, [`Self::trim_leftovers`], so that its
+    /// length is the hint of its size again (a `stat` of the closed file
+    /// agrees with a read). The writing flag stays until the next session
+    /// ends (writers keep checking the units' slots until then). Returns
+    /// whether anything was cut.
+    ///
+    /// # Errors
+    /// Open and backing errors; `EIO` for a bad header or record.
+    pub(super) fn recover_tagged_file(&self, dir: BorrowedFd<'_>, name: &[u8]) -> Result<bool> {
+        if self.sizes() != SizeStore::Tagged || self.ikeys().is_err() {
+            return Ok(false);
+        }
+        let name = std::str::from_utf8(name).map_err(|_| Error::InvalidName)?;
+        let f = File::from(open_entry(dir, name, OFlags::RDWR, Mode::empty())?);
+        let (_, t) = self.load_record(&f)?;
+        if t.record.flags & FLAG_WRITING == 0 {
+            return Ok(false);
+        }
+        self.trim_leftovers(&f, &t)
+    }
+
+    /// Clears the slot pairs of units `from..` up to the end of their
+    /// group (the units past a new, smaller size; later groups' tag blocks
+    /// lie past the backing length). Returns whether any was set.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn clear_slots_from(&self, f: &File, from: u64) -> Result<bool> {
         let n = (GROUP_UNITS - from % GROUP_UNITS) as usize;
         let off = units::slot_pair_offset(from, self.du).ok_or(Error::FileTooBig)?;
         let len = f.metadata()?.len();
         if off >= len {
-            return Ok(());
+            return Ok(false);
         }
         let mut b = vec![0u8; n * SLOT_PAIR_SIZE];
         let end = (off + b.len() as u64).min(len);
         let b = &mut b[..(end - off) as usize];
         let mut cur = vec![0u8; b.len()];
         pread_full(f, &mut cur, off)?;
-        if !is_zero_or_empty(&cur) {
-            b.fill(0);
-            f.write_all_at(b, off)?;
+        if is_zero_or_empty(&cur) {
+            return Ok(false);
         }
-        Ok(())
+        b.fill(0);
+        f.write_all_at(b, off)?;
+        Ok(true)
     }
 
     fn read_pairs(&self, f: &File, first: u64, n: usize) -> Result<Vec<u8>> {
