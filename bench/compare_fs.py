@@ -238,10 +238,11 @@ class Fs:
     def describe(self):
         return self.label
 
-    def start_daemon(self, cmd, mnt, timeout=90):
+    def start_daemon(self, cmd, mnt, timeout=90, env=None):
         logf = open(os.path.join(self.ctx.work, f"{self.key}-daemon.log"), "w")
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT
+            cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env},
         )
         self.ctx.cleanup.push(f"daemon {self.key}", lambda: stop_daemon(self.proc, mnt))
         deadline = time.monotonic() + timeout
@@ -321,8 +322,9 @@ class FscryptRs(Fs):
     """fscrypt-rs on /dev/fuse, as every FUSE peer here (`-o noio_uring`:
     even where root enabled FUSE over io_uring)."""
 
-    key, label, fuse = "fscrypt-rs", "fscrypt-rs", True
+    key, label, fuse = "fscrypt-rs", "fscrypt-rs (data format 3, authenticated)", True
     options = ["-o", "noio_uring"]
+    init_args = []
 
     def setup(self):
         bin_ = self.ctx.bin
@@ -337,12 +339,23 @@ class FscryptRs(Fs):
         os.makedirs(cipher)
         os.makedirs(mnt)
         keyf = os.path.join(self.ctx.work, f"{self.key}.key")
-        run([bin_, "init", cipher, "--new-key-file", keyf], capture=True)
+        run([bin_, "init", cipher, "--new-key-file", keyf] + self.init_args, capture=True)
+        # Format 3's generation store goes with the run (never /var/lib).
+        state = os.path.join(self.ctx.work, f"{self.key}.state")
         self.start_daemon(
             [bin_, "mount", cipher, mnt, "--key-file", keyf, "--foreground"] + self.options,
-            mnt,
+            mnt, env={"FSCRYPT_RS_STATE_DIR": state},
         )
         return mnt
+
+
+class FscryptRsNoIntegrity(FscryptRs):
+    """fscrypt-rs on a vault made with `init --no-integrity` (data format 2:
+    encrypted, not authenticated), on /dev/fuse: what authentication costs
+    is the ratio of the two fscrypt-rs columns (rs/rs-v2)."""
+
+    key, label = "fscrypt-rs-v2", "fscrypt-rs --no-integrity (data format 2)"
+    init_args = ["--no-integrity"]
 
 
 class FscryptRsUring(FscryptRs):
@@ -408,7 +421,8 @@ class Securefs(Fs):
         return mnt
 
 
-FS_CLASSES = [PlainExt4, KernelFscrypt, FscryptRs, FscryptRsUring, Gocryptfs, Securefs]
+FS_CLASSES = [PlainExt4, KernelFscrypt, FscryptRs, FscryptRsNoIntegrity, FscryptRsUring,
+              Gocryptfs, Securefs]
 
 
 # ---------------------------------------------------------------- workloads
@@ -833,12 +847,13 @@ def render(report):
     defs = report["metrics"]
     fss = [f for f in report["filesystems"] if not f.get("skipped")]
     names = [f["key"] for f in fss]
-    pairs = [("fscrypt-rs", "gocryptfs"), ("fscrypt-rs", "securefs"),
+    pairs = [("fscrypt-rs", "fscrypt-rs-v2"),
+             ("fscrypt-rs", "gocryptfs"), ("fscrypt-rs", "securefs"),
              ("fscrypt-rs-uring", "gocryptfs"), ("fscrypt-rs-uring", "securefs"),
              ("fscrypt-rs-uring", "kernel")]
     pairs = [(a, b) for a, b in pairs if a in names and b in names]
-    short = {"fscrypt-rs": "rs", "fscrypt-rs-uring": "rs-uring"}
-    head = ["workload", "unit"] + names + [f"{short[a]}/{b}" for a, b in pairs]
+    short = {"fscrypt-rs": "rs", "fscrypt-rs-uring": "rs-uring", "fscrypt-rs-v2": "rs-v2"}
+    head = ["workload", "unit"] + names + [f"{short[a]}/{short.get(b, b)}" for a, b in pairs]
     rows = []
     for key, label, unit, higher in defs:
         row = [label, unit]
@@ -866,7 +881,8 @@ def render(report):
         lines.append(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
     lines.append(
         "ratios: >1 means fscrypt-rs is better (faster, more files/s); rs = on /dev/fuse, "
-        "rs-uring = through FUSE over io_uring; "
+        "rs-uring = through FUSE over io_uring, both authenticated (data format 3); "
+        "rs/rs-v2 = what authentication costs (format 3 against --no-integrity); "
         "median of reps, (min..max) when reps > 1."
     )
     cpu_lines = ["", "CPU seconds (median per rep: workload + FUSE daemon + kernel threads):"]
@@ -961,7 +977,7 @@ def main():
     ap.add_argument("--reps", type=int, help="repetitions per workload (default 3; quick 1)")
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "compare-fs-results"),
                     help="directory for the .txt/.csv/.json results")
-    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,fscrypt-rs-uring,gocryptfs,securefs")
+    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,fscrypt-rs-v2,fscrypt-rs-uring,gocryptfs,securefs")
     ap.add_argument("--bin", help="fscrypt-rs binary (default: cargo build --release)")
     ap.add_argument("--no-fio", action="store_true", help="use the built-in random-read loop")
     ap.add_argument("--image-gib", type=float, help="size of the ext4 image (default 3, quick 1)")

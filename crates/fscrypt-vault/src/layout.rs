@@ -47,9 +47,8 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format new vaults get (`fscrypt-rs init`, [`crate::create_root`]).
-    /// Format 3 is made on request until its test and benchmark gates pass
-    /// (issue 22); then it becomes the default.
+    /// The format new vaults get (`fscrypt-rs init`, [`crate::create_root`]):
+    /// format 3, authenticated; `init --no-integrity` makes format 2.
     pub const LATEST: Format = Format::V3;
 
     /// The format of a header version byte, if known.

@@ -140,15 +140,15 @@ pub struct Args {
     /// Make a vault without integrity (data format 2, the format of
     /// earlier versions): contents and names are encrypted but not
     /// authenticated, so changed, moved, truncated or rolled-back backing
-    /// files are not detected. A little faster. Default: the latest data
-    /// format.
+    /// files are not detected. A little faster. Default: data format 3,
+    /// authenticated.
     #[arg(long, conflicts_with = "integrity")]
     pub no_integrity: bool,
     /// Make an authenticated vault (data format 3, `docs/vault-format.md`
     /// §4b): every data unit, size, name and symlink target is tagged, a
     /// file is bound to its name, and this machine notices a file put back
     /// to an earlier version. A read of tampered data fails with EIO.
-    /// Not yet the default.
+    /// The default; the flag only says so.
     #[arg(long)]
     pub integrity: bool,
 }
