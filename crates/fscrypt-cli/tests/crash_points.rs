@@ -420,6 +420,7 @@ fn crash_points_of_format_2_size_changes() {
 /// (the old code: the length still hinted the new size, "read length !=
 /// st_size"), and growing the file later shows zeros, never the cut
 /// units. Killed after a truncate down's record, the size is the new one.
+/// Killed with a file open after an fsync'd append, the append is there.
 #[test]
 fn crash_points_of_format_3_size_changes() {
     if !can_mount("crash_points_of_format_3_size_changes") {
@@ -488,6 +489,35 @@ fn crash_points_of_format_3_size_changes() {
     assert!(
         got[5000..].iter().all(|&b| b == 0),
         "stale bytes reappeared"
+    );
+    v.unmount();
+
+    // A write session grows the size in memory; `fsync` stores it: killed
+    // with the file still open after an fsync'd append, the append reads
+    // back (and a later, unsynced one may be lost, never garbage).
+    v.mount(None);
+    std::fs::write(v.p("s"), &old).unwrap();
+    let synced = bytes(4, 6000);
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(v.p("s"))
+        .unwrap();
+    std::io::Write::write_all(&mut &f, &synced).unwrap();
+    f.sync_all().unwrap();
+    std::io::Write::write_all(&mut &f, &bytes(5, 3000)).unwrap();
+    v.kill();
+    drop(f);
+    v.mount(None);
+    check_all(&v, "kill after fsync");
+    let got = std::fs::read(v.p("s")).unwrap();
+    assert!(
+        got.len() >= 6100,
+        "fsync'd append lost: {} bytes",
+        got.len()
+    );
+    assert!(
+        got[..100] == old[..] && got[100..6100] == synced[..],
+        "fsync'd append changed"
     );
     v.unmount();
 }

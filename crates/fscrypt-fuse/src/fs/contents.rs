@@ -323,9 +323,13 @@ impl EncryptedFs {
         crash_point("write:after-data");
         if end > old {
             st.size = end;
-            // The data write itself may already have stored the new size
-            // (format 2); then there is nothing left to set.
-            if !self.sizes().stored_by_write(old, end, u.last, du)? {
+            if let Some(t) = st.tagged.as_deref_mut() {
+                // Format 3: the record gets the size with its next write
+                // (the session's end at the latest, or an fsync).
+                Self::grow_pending(t, end);
+            } else if !self.sizes().stored_by_write(old, end, u.last, du)? {
+                // The data write itself may already have stored the new
+                // size (format 2); then there is nothing left to set.
                 self.sizes().store(self, &inode, &f, st)?;
             }
         }
@@ -592,13 +596,26 @@ impl EncryptedFs {
         Ok(())
     }
 
-    /// Flushes the backing file to stable storage.
+    /// Flushes the backing file to stable storage (format 3: with the
+    /// record of a size grown by writes since the last record write).
     ///
     /// # Errors
-    /// `EBADF`, backing errors.
+    /// `EBADF`, backing errors; `EIO` (logged) when the record cannot be
+    /// written.
     pub fn fsync(&self, fh: FileHandle, datasync: bool) -> Result<()> {
         let (inode, _, _) = self.file_handle(fh)?;
-        let f = inode.file.read()?.fd.clone();
+        let f = if self.sizes() == SizeStore::Tagged {
+            // Format 3: a size grown by writes goes into the record first.
+            let mut st = inode.file.write()?;
+            let f = st.fd.clone();
+            if let (Some(t), Some(f)) = (st.tagged.as_deref_mut(), &f) {
+                let r = self.store_pending_size(f, t);
+                self.note(&inode, None, r)?;
+            }
+            f
+        } else {
+            inode.file.read()?.fd.clone()
+        };
         if let Some(f) = f {
             if datasync {
                 f.sync_data()?;

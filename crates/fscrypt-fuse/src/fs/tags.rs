@@ -58,6 +58,10 @@ pub(crate) struct TaggedFile {
     /// only: its generations are then not remembered (see
     /// [`EncryptedFs::load_tagged`]).
     copy: bool,
+    /// Whether `record.size` grew by writes of this session and is not in
+    /// the stored record yet: it goes there with the next record write
+    /// (at the latest the session's end, or an `fsync`).
+    size_pending: bool,
 }
 
 /// A change of a file's bindings ([`EncryptedFs::rebind_entry`]).
@@ -79,18 +83,23 @@ pub(super) enum Rebind {
 const HEAD_READ: usize = RECORD_B as usize + RECORD_SPACE;
 
 impl TaggedFile {
-    /// The state of a file just created with nonce `nonce` and bound to
-    /// one name: generation 1, empty and complete (its first write opens a
-    /// write session, which a close ends: nothing is written for a file
-    /// only created).
+    /// The state of a file just created through a handle, with nonce
+    /// `nonce` and bound to one name: generation 1, empty, its creation
+    /// opening its first write session (the record written with the
+    /// header says `FLAG_WRITING`), so that its first writes cost no record
+    /// write; the close ends the session. The generation is not
+    /// remembered: generation 1 is every file's first.
     pub(crate) fn created(nonce: [u8; NONCE_SIZE], binding: [u8; BINDING_SIZE]) -> TaggedFile {
+        let mut record = FileRecord::new(binding);
+        record.flags |= FLAG_WRITING;
         TaggedFile {
             nonce,
-            record: FileRecord::new(binding),
+            record,
             next_at: RECORD_B,
-            session: false,
+            session: true,
             suspect: false,
             copy: false,
+            size_pending: false,
         }
     }
 
@@ -172,21 +181,20 @@ impl EncryptedFs {
     }
 
     fn load_tagged_inner(&self, inode: &Inode, f: &File) -> Result<(Header, TaggedFile)> {
-        let (h, t) = self.load_record(f)?;
+        let (h, mut t) = self.load_record(f)?;
         // Bound to every name the mount found it under that still names
         // it (a known link renamed away behind the mount, by another mount
         // of a shared vault or by an attacker, vouches for nothing and is
         // not checked; the name the object now has is).
-        let (h, mut t) = (h, t);
         let st = rustix::fs::fstat(f)?;
         let mut i = 0;
         t.copy = inode.link_count() > 0;
         while let Some(l) = inode.link_at(i) {
             i += 1;
-            let b = self.binding_of(&l)?;
             if self.link_names(&l, &st).is_none() {
                 continue;
             }
+            let b = self.binding_of(&l)?;
             if !t.record.is_bound_to(&b) {
                 return Err(Error::Corrupt(Corruption::Unbound));
             }
@@ -237,16 +245,27 @@ impl EncryptedFs {
             session: false,
             suspect: leftover,
             copy: false,
+            size_pending: false,
         };
         h.size = t.record.size;
         Ok((h, t))
     }
 
-    /// Writes `t`'s record (sequence + 1) over the older of A and B.
+    /// Writes `t`'s record (sequence + 1) over the older of A and B. A
+    /// size grown by this session's writes ([`TaggedFile::size_pending`])
+    /// goes with it, the backing length first made its hint (a longer
+    /// file under `FLAG_WRITING` is what a crash may leave; a record whose
+    /// hint the length does not reach would be refused).
     ///
     /// # Errors
     /// `EMLINK` past [`MAX_BINDINGS`], backing errors.
     pub(super) fn write_record(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
+        if t.size_pending {
+            let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
+            if f.metadata()?.len() < hint {
+                f.set_len(hint)?;
+            }
+        }
         t.record.seq += 1;
         let b = match self.encode_record(t) {
             Ok(b) => b,
@@ -261,7 +280,27 @@ impl EncryptedFs {
         } else {
             RECORD_A
         };
+        t.size_pending = false;
         Ok(())
+    }
+
+    /// Makes a size grown by this session's writes stored (an `fsync`:
+    /// synced data must read back after a crash).
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn store_pending_size(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
+        if t.size_pending {
+            self.write_record(f, t)?;
+        }
+        Ok(())
+    }
+
+    /// A write of this session grew the file to `size` bytes: kept in
+    /// memory until the next record write ([`Self::write_record`]).
+    pub(super) fn grow_pending(t: &mut TaggedFile, size: u64) {
+        t.record.size = size;
+        t.size_pending = true;
     }
 
     /// This machine's memory of the generation of `t` under its name of
@@ -570,7 +609,7 @@ impl EncryptedFs {
     /// length is the hint of its size again (a `stat` of the closed file
     /// agrees with a read). The writing flag stays until the next session
     /// ends (writers keep checking the units' slots until then). Returns
-    /// whether anything was cut.
+    /// whether anything was cut or cleared.
     ///
     /// # Errors
     /// Open and backing errors; `EIO` for a bad header or record.
