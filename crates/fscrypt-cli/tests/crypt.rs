@@ -436,18 +436,8 @@ fn format_3_units_decrypt_with_crypt() {
     fs.release(fh).unwrap();
     drop(fs);
 
-    let backing: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            !p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("fscrypt.")
-        })
-        .collect();
-    assert_eq!(backing.len(), 1, "{backing:?}");
-    let raw = std::fs::read(&backing[0]).unwrap();
+    let backing = test_support::tree::only_user_entry(dir.path());
+    let raw = std::fs::read(&backing).unwrap();
     let hdr = Header::parse(&raw, HeaderKind::File).unwrap();
     assert_eq!(hdr.format, Format::V3);
     let nonce = match Context::parse(&layout::context_bytes(&hdr.context)).unwrap() {

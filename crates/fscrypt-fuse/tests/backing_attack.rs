@@ -22,23 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use test_support::fuse::Vault;
+use test_support::tree::only_user_entry;
 use test_support::{BindGuard, TempDir, need_fuse};
-
-/// The single user entry of a backing directory (not an internal name).
-fn only_entry(dir: &Path) -> PathBuf {
-    let v: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            !p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("fscrypt.")
-        })
-        .collect();
-    assert_eq!(v.len(), 1, "expected one backing entry in {dir:?}: {v:?}");
-    v[0].clone()
-}
 
 /// Everything observable about a file that the attack could change.
 #[derive(Debug, PartialEq, Eq)]
@@ -93,7 +78,7 @@ fn swapped_entry_never_reaches_outside_file() {
 
     let f = v.p("f");
     fs::write(&f, b"vault data").unwrap();
-    let entry = only_entry(v.backing.path());
+    let entry = only_user_entry(v.backing.path());
     let hold = v.backing.path().join("attack.hold");
     let link = v.backing.path().join("attack.link");
     std::os::unix::fs::symlink(&canary, &link).unwrap();
@@ -204,7 +189,7 @@ fn directory_replaced_by_symlink_is_never_entered() {
     let mut v = Vault::new("attack-dirlink");
     fs::create_dir(v.p("d")).unwrap();
     fs::write(v.p("d/x"), b"inside").unwrap();
-    let bdir = only_entry(v.backing.path());
+    let bdir = only_user_entry(v.backing.path());
     // The outside directory: a copy of the backing directory, so that a
     // daemon following the link would find a perfectly readable vault dir.
     let outside = TempDir::new("attack-outside");
@@ -248,7 +233,7 @@ fn bind_mount_in_backing_store_is_never_entered() {
     need_fuse!();
     let mut v = Vault::new("attack-bind");
     fs::create_dir(v.p("b")).unwrap();
-    let bdir = only_entry(v.backing.path());
+    let bdir = only_user_entry(v.backing.path());
     // The outside directory holds a copy of the backing directory's
     // metadata, so a daemon entering it would accept it as a vault dir.
     let outside = TempDir::new("attack-bindsrc");
@@ -322,7 +307,7 @@ fn foreign_hard_link_is_never_changed() {
     need_fuse!();
     let mut v = Vault::new("attack-hardlink");
     fs::write(v.p("f"), b"vault data").unwrap();
-    let entry = only_entry(v.backing.path());
+    let entry = only_user_entry(v.backing.path());
     // Another user's file on the backing filesystem (temporary directories
     // of one test run share it).
     let outside = TempDir::new("attack-foreign");
@@ -363,10 +348,10 @@ fn foreign_hard_link_renamed_behind_the_mount_is_never_changed() {
     need_fuse!();
     let mut v = Vault::new("attack-hardlink-rename");
     fs::write(v.p("f"), b"vault data").unwrap();
-    let entry_f = only_entry(v.backing.path());
+    let entry_f = only_user_entry(v.backing.path());
     fs::write(v.p("g"), b"other vault data").unwrap();
     fs::remove_file(&entry_f).unwrap();
-    let entry_g = only_entry(v.backing.path());
+    let entry_g = only_user_entry(v.backing.path());
     let outside = TempDir::new("attack-foreign-rename");
     let foreign = outside.path().join("foreign");
     fs::write(&foreign, b"another user's file, not the vault's\n").unwrap();

@@ -32,6 +32,7 @@ use fscrypt_fuse::vault::integrity::units;
 use test_support::TempDir;
 use test_support::fuse::{Vault, master, policy};
 use test_support::fuse_available;
+use test_support::tree::user_entries;
 
 /// The data unit size of the default policy.
 const DU: u64 = 4096;
@@ -52,27 +53,12 @@ fn plain(tag: &str, n: usize) -> Vec<u8> {
     out
 }
 
-/// The user entries of backing directory `dir` (no internal names, no
-/// long-name side files).
-fn entries(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().into_owned();
-            !n.starts_with("fscrypt.") && !n.ends_with(".name")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// Writes `data` to `rel` through the mount; returns the backing object
 /// that appeared for it (in backing directory `bdir`).
 fn put(v: &Vault, bdir: &Path, rel: &str, data: &[u8]) -> PathBuf {
-    let before = entries(bdir);
+    let before = user_entries(bdir);
     fs::write(v.p(rel), data).unwrap();
-    let new: Vec<PathBuf> = entries(bdir)
+    let new: Vec<PathBuf> = user_entries(bdir)
         .into_iter()
         .filter(|p| !before.contains(p))
         .collect();
@@ -186,7 +172,10 @@ fn run(
     fs::create_dir(v.p("sub")).unwrap();
     put(
         &v,
-        &entries(&root).into_iter().find(|p| p.is_dir()).unwrap(),
+        &user_entries(&root)
+            .into_iter()
+            .find(|p| p.is_dir())
+            .unwrap(),
         "sub/by",
         &by_plain,
     );
@@ -390,7 +379,10 @@ fn backing_object_moved_from_another_directory() {
         let victim_plain = plain("victim", 5000);
         let victim = put(&v, &root, "victim", &victim_plain);
         fs::create_dir(v.p("d")).unwrap();
-        let bd = entries(&root).into_iter().find(|p| p.is_dir()).unwrap();
+        let bd = user_entries(&root)
+            .into_iter()
+            .find(|p| p.is_dir())
+            .unwrap();
         let other_plain = plain("other", 6000);
         let other = put(&v, &bd, "d/other", &other_plain);
         down(&mut v);
@@ -523,8 +515,11 @@ fn rename_and_hard_link_through_the_mount_keep_files_readable() {
         ErrorKind::NotFound
     );
     let root = v.backing.path().to_path_buf();
-    let sub = entries(&root).into_iter().find(|p| p.is_dir()).unwrap();
-    for e in entries(&sub) {
+    let sub = user_entries(&root)
+        .into_iter()
+        .find(|p| p.is_dir())
+        .unwrap();
+    for e in user_entries(&sub) {
         assert!(lines_naming(&e).is_empty(), "{:?}", lines_naming(&e));
     }
 }

@@ -567,6 +567,28 @@ pub fn check_long_ciphertext(entry: &str, ct: &[u8]) -> Result<(), Corruption> {
     Ok(())
 }
 
+/// Reads `buf.len()` bytes of the backing object `f` at byte offset `off`,
+/// retrying short reads; what lies past its end reads as zeros (a unit
+/// or tag block never written, or a file cut short by a crash or an
+/// attacker: the checks above this decide what that means).
+///
+/// # Errors
+/// I/O errors other than `EINTR`.
+pub fn read_zero_filled(f: &std::fs::File, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], off + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf[done..].fill(0);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------
 // Symlinks: a backing symlink whose target is base64url(context ‖ blob), where
 // blob is the kernel's `fscrypt_symlink_data` (spec §7.4) including its NUL.

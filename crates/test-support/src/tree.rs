@@ -52,3 +52,30 @@ pub fn grep_tree(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     }
     hits
 }
+
+/// The user entries of the backing directory `dir` of a vault: no internal
+/// names (`fscrypt.*`, long names and their side files included), sorted.
+pub fn user_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("fscrypt.")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The single user entry of the backing directory `dir` ([`user_entries`]).
+///
+/// # Panics
+/// If there is not exactly one.
+pub fn only_user_entry(dir: &Path) -> PathBuf {
+    let v = user_entries(dir);
+    assert_eq!(v.len(), 1, "expected one backing entry in {dir:?}: {v:?}");
+    v[0].clone()
+}

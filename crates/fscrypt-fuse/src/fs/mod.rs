@@ -32,7 +32,6 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -44,7 +43,7 @@ use crate::crypt::Keys;
 use crate::error::{Error, Result, WrongType};
 use crate::handles::HandleTable;
 use crate::inodes::{Ident, Inode, InodeNo, InodeTable, Kind, ROOT};
-use crate::layout::Format;
+use crate::layout::{self, Format};
 use fscrypt_vault::integrity::generations::GenerationStore;
 
 /// Who is calling (from the FUSE request): owner of created entries.
@@ -228,19 +227,10 @@ fn fuse_type(mode: u32) -> FileType {
     }
 }
 
-/// Reads up to `buf.len()` bytes at `off`, zero-filling past the backing EOF.
+/// Reads up to `buf.len()` bytes at `off`, zero-filling past the backing EOF
+/// ([`layout::read_zero_filled`]).
 fn pread_full(f: &File, buf: &mut [u8], off: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match f.read_at(&mut buf[done..], off + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf[done..].fill(0);
-    Ok(())
+    layout::read_zero_filled(f, off, buf)
 }
 
 fn is_zero(b: &[u8]) -> bool {

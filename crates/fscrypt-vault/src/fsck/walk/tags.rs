@@ -84,22 +84,6 @@ struct Contents {
     bad_total: u64,
 }
 
-/// Reads `buf.len()` bytes at `off`; what lies past the end of the file
-/// reads as zeros.
-fn read_at_zeroed(f: &File, off: u64, buf: &mut [u8]) -> io::Result<()> {
-    buf.fill(0);
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read_at(&mut buf[n..], off + n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Whether unit `index` (its stored bytes `unit`) verifies under its slot
 /// pair `pair`: a hole never written (empty pair, zero bytes), or a slot,
 /// newer first, whose tag is the unit's MAC (an empty payload for a hole
@@ -135,8 +119,8 @@ fn check_contents(
 ) -> io::Result<Option<Contents>> {
     let mut a = vec![0u8; RECORD_SPACE];
     let mut b = vec![0u8; RECORD_SPACE];
-    read_at_zeroed(f, RECORD_A, &mut a)?;
-    read_at_zeroed(f, RECORD_B, &mut b)?;
+    layout::read_zero_filled(f, RECORD_A, &mut a)?;
+    layout::read_zero_filled(f, RECORD_B, &mut b)?;
     let Ok((record, next)) = FileRecord::current(&a, &b, keys, nonce) else {
         return Ok(None);
     };
@@ -165,7 +149,7 @@ fn check_contents(
         if start >= len {
             break;
         }
-        read_at_zeroed(f, start, &mut group_buf)?;
+        layout::read_zero_filled(f, start, &mut group_buf)?;
         let (tags, data) = group_buf.split_at(TAG_BLOCK_SIZE as usize);
         for j in 0..GROUP_UNITS.min(n - g * GROUP_UNITS) {
             let i = g * GROUP_UNITS + j;
