@@ -202,3 +202,49 @@ pub fn exec(args: Args, cli: clap::Command) -> anyhow::Result<ExitCode> {
     );
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(name: &'static str) -> clap::Command {
+        clap::Command::new(name).subcommand(
+            clap::Command::new("thunder")
+                .arg(clap::Arg::new("lightning").long("lightning"))
+                .subcommand(clap::Command::new("deep-down")),
+        )
+    }
+
+    fn raw_bash(cmd: &clap::Command, bin: &str) -> String {
+        let mut out = Vec::new();
+        clap_complete::generate(Shell::Bash, &mut cmd.clone(), bin, &mut out);
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    #[test]
+    fn hyphenated_binary_arms_match_the_loop_states() {
+        let script = String::from_utf8(bash_completion(&app("my-app"), "my-app").expect("bash"))
+            .expect("UTF-8");
+        for state in [
+            "my__app__subcmd__thunder",
+            "my__app__subcmd__thunder__subcmd__deep__subcmd__down",
+        ] {
+            assert!(script.contains(&format!("cmd=\"{state}\"")), "{script}");
+            assert!(
+                script.contains(&format!("\n        {state})\n")),
+                "{script}"
+            );
+        }
+        assert!(!script.contains("my__subcmd__app"), "{script}");
+    }
+
+    #[test]
+    fn a_binary_without_hyphens_keeps_clap_completes_script() {
+        let cmd = app("myapp");
+        let script = bash_completion(&cmd, "myapp").expect("bash");
+        assert_eq!(
+            String::from_utf8(script).expect("UTF-8"),
+            raw_bash(&cmd, "myapp")
+        );
+    }
+}
