@@ -99,18 +99,17 @@ enum Command {
     /// Set up google/fscrypt-compatible metadata: the global config and a
     /// filesystem's .fscrypt directory.
     Setup(commands::setup::Args),
-    /// Encrypt an empty directory google/fscrypt-style (protector + policy).
+    // `encrypt`, `metadata` and `image` take their help (`about`, and
+    // `long_about` with the exit statuses) from their `Args`: a doc comment
+    // here would replace both with its one line.
     Encrypt(commands::encrypt::Args),
     /// Unlock a google/fscrypt-style encrypted directory.
     Unlock(commands::unlock::Args),
     /// Lock an encrypted directory (remove its key from the keyring).
     Lock(commands::lock::Args),
-    /// Inspect google/fscrypt-compatible metadata.
     Metadata(commands::metadata::Args),
     /// Verify the kernel's on-disk ciphertext under a directory (ext4).
     Verify(commands::verify::Args),
-    /// Read a kernel-encrypted ext4 image or block device offline
-    /// (read-only): info, ls, cat, extract.
     Image(commands::image::Args),
     /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
     /// (drop-in: same options, output and exit status).

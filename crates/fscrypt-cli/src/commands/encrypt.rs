@@ -26,7 +26,8 @@ use crate::support::kernel;
 /// Arguments of `fscrypt-rs encrypt`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Encrypt an empty directory google/fscrypt-style (protector + policy in .fscrypt)",
+    about = "Encrypt a directory google/fscrypt-style (protector + policy in .fscrypt): an \
+             empty one, or with --convert one that holds files",
     long_about = "Create (or reuse, with --protector) a protector, create a policy with a random \
                   key wrapped by it, add the key to the filesystem keyring and set the policy on \
                   the empty directory DIR. The metadata is google/fscrypt 0.3.x's: `fscrypt \

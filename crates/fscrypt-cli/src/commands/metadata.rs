@@ -17,7 +17,8 @@ use crate::support::secret::PassSource;
 /// Arguments of `fscrypt-rs metadata`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Manage google/fscrypt-compatible metadata (.fscrypt, /etc/fscrypt.conf)",
+    about = "Create, destroy, link, re-key or dump google/fscrypt-compatible metadata \
+             (.fscrypt, /etc/fscrypt.conf)",
     long_about = "Create, destroy, link and re-key google/fscrypt 0.3.x protectors and policies, \
                   or dump them. Secrets come from the terminal, --passfile or stdin (one line \
                   each, in the order asked), raw keys from --key FILE.\n\nExit status: 0 done; \

@@ -15,7 +15,8 @@ pub mod mount;
 /// Arguments of `fscrypt-rs image`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Read a kernel-encrypted ext4 image or block device offline (read-only)",
+    about = "Read a kernel-encrypted ext4 image or block device offline (read-only): info, ls, \
+             cat, extract, or mount it through FUSE",
     long_about = "Read an ext4 image file or block device without the kernel: list, print and \
                   extract files of encrypted directories, or mount the whole image read-only \
                   through FUSE (image mount), with the master keys given \
