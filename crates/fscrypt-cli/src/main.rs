@@ -76,39 +76,26 @@ enum Command {
     Fsck(commands::fsck::Args),
     /// Show the encrypted filesystem end to end in a temporary directory.
     Demo(commands::demo::Args),
-    /// Add a master key to a filesystem's keyring and print its identifier.
     AddKey(commands::add_key::Args),
-    /// Remove a master key from a filesystem's keyring.
     RemoveKey(commands::remove_key::Args),
-    /// Show whether a master key is present in a filesystem's keyring.
     KeyStatus(commands::key_status::Args),
-    /// Set an encryption policy on an empty directory.
     SetPolicy(commands::set_policy::Args),
     /// Show the encryption policy of a file or directory.
     GetPolicy(commands::get_policy::Args),
     /// Print the encryption nonce of a file or directory.
     Nonce(commands::nonce::Args),
-    /// Import a raw key into inline-encryption hardware.
     ImportKey(commands::import_key::Args),
-    /// Generate a hardware-wrapped key on a block device.
     GenerateKey(commands::generate_key::Args),
-    /// Prepare a long-term wrapped key for add-key --hw-wrapped.
     PrepareKey(commands::prepare_key::Args),
-    /// Show the encryption status of a directory or filesystem.
     Status(commands::status::Args),
-    /// Set up google/fscrypt-compatible metadata: the global config and a
-    /// filesystem's .fscrypt directory.
     Setup(commands::setup::Args),
-    // `encrypt`, `metadata` and `image` take their help (`about`, and
+    // The variants without a doc comment take their help (`about`, and
     // `long_about` with the exit statuses) from their `Args`: a doc comment
     // here would replace both with its one line.
     Encrypt(commands::encrypt::Args),
-    /// Unlock a google/fscrypt-style encrypted directory.
     Unlock(commands::unlock::Args),
-    /// Lock an encrypted directory (remove its key from the keyring).
     Lock(commands::lock::Args),
     Metadata(commands::metadata::Args),
-    /// Verify the kernel's on-disk ciphertext under a directory (ext4).
     Verify(commands::verify::Args),
     Image(commands::image::Args),
     /// En/decrypt stdin to stdout like xfstests' fscrypt-crypt-util
