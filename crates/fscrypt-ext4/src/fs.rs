@@ -25,14 +25,21 @@ impl Ext4<File> {
     /// stale cache (an image file's cache is kept: it is coherent).
     ///
     /// # Errors
-    /// [`Ext4Error::Io`], [`Ext4Error::NotExt4`], [`Ext4Error::Unsupported`]
-    /// (META_BG, block sizes above 64 KiB), [`Ext4Error::Corrupt`].
+    /// [`Ext4Error::Open`] (missing, unreadable, a directory),
+    /// [`Ext4Error::Io`], [`Ext4Error::NotExt4`] (also for a file too short
+    /// to hold a superblock), [`Ext4Error::Unsupported`] (META_BG, block
+    /// sizes above 64 KiB), [`Ext4Error::Corrupt`].
     pub fn open(path: &Path) -> Result<Ext4, Ext4Error> {
-        let file = File::open(path).map_err(|source| Ext4Error::Io {
+        let open_error = |source| Ext4Error::Open {
             path: path.to_path_buf(),
-            offset: 0,
             source,
-        })?;
+        };
+        let file = File::open(path).map_err(open_error)?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(open_error(std::io::Error::from(
+                std::io::ErrorKind::IsADirectory,
+            )));
+        }
         // Only a block device's cache can be stale; an image file's page
         // cache is coherent, and keeping it makes repeated reads fast.
         if file
@@ -55,10 +62,17 @@ impl<R: Reader> Ext4<R> {
         let mut buf = [0u8; SUPERBLOCK_SIZE];
         reader
             .read_exact_at(SUPERBLOCK_OFFSET, &mut buf)
-            .map_err(|source| Ext4Error::Io {
-                path: path.to_path_buf(),
-                offset: SUPERBLOCK_OFFSET,
-                source,
+            .map_err(|source| {
+                // Too short to hold a superblock: not an ext4 image.
+                if source.kind() == std::io::ErrorKind::UnexpectedEof {
+                    Ext4Error::NotExt4(path.to_path_buf())
+                } else {
+                    Ext4Error::Io {
+                        path: path.to_path_buf(),
+                        offset: SUPERBLOCK_OFFSET,
+                        source,
+                    }
+                }
             })?;
         let sb = Superblock::parse(path, &buf)?;
         let groups = sb
