@@ -19,12 +19,13 @@ pub enum Ext4Error {
     },
     /// The image could not be opened (missing, not readable, a
     /// directory): nothing was read. The message says what to give.
-    #[error("{}", open_message(path, source))]
+    #[error("{}", open_message(path, error))]
     Open {
         /// The path given.
         path: PathBuf,
-        /// OS error of `open(2)` (or `EISDIR` for a directory).
-        source: std::io::Error,
+        /// OS error of `open(2)` (or `EISDIR` for a directory); in the
+        /// message, not a separate cause, so that it is not printed twice.
+        error: std::io::Error,
     },
     /// Not an ext2/3/4 filesystem: no ext4 superblock magic at byte
     /// 1024+0x38, or the file is too short to hold a superblock.

@@ -30,9 +30,9 @@ impl Ext4<File> {
     /// to hold a superblock), [`Ext4Error::Unsupported`] (META_BG, block
     /// sizes above 64 KiB), [`Ext4Error::Corrupt`].
     pub fn open(path: &Path) -> Result<Ext4, Ext4Error> {
-        let open_error = |source| Ext4Error::Open {
+        let open_error = |error| Ext4Error::Open {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let file = File::open(path).map_err(open_error)?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
