@@ -176,15 +176,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn open_errors_say_what_the_path_is() {
+        let dir = std::env::temp_dir();
+        let missing = dir.join(format!("fscrypt-ext4-missing-{}", std::process::id()));
+        let e = Ext4::open(&missing).unwrap_err().to_string();
+        assert!(
+            e.ends_with("does not exist: give the path of an ext4 image file or block device"),
+            "{e}"
+        );
+        let e = Ext4::open(&dir).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        assert!(!e.contains("read error"), "{e}");
+    }
+
+    #[test]
     fn opens_from_memory() {
         let mut img = vec![0u8; 4096];
         img[1024..2048].copy_from_slice(&sb_bytes());
         let fs = Ext4::from_reader(img.as_slice(), Path::new("<memory>")).expect("in memory");
         assert_eq!(fs.superblock().block_size, 4096);
-        assert!(matches!(
-            Ext4::from_reader(&img[..1500], Path::new("<memory>")),
-            Err(Ext4Error::Io { offset: 1024, .. })
-        ));
+        // Too short to hold a superblock: not an ext4 image (issue 26: not
+        // "read error at byte 1024: failed to fill whole buffer").
+        let short = Ext4::from_reader(&img[..1500], Path::new("<memory>")).unwrap_err();
+        assert!(matches!(short, Ext4Error::NotExt4(_)), "{short:?}");
+        assert!(
+            short.to_string().contains("is not an ext4 filesystem"),
+            "{short}"
+        );
         assert!(matches!(
             null_fs().read_bytes(0, &mut [0u8; 1]),
             Err(Ext4Error::Io { .. })
