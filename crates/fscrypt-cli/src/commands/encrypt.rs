@@ -381,7 +381,7 @@ fn encrypt_with(
             store,
             &policy,
             dir,
-            dir,
+            &std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()),
             owner_of(dir)?,
             pass,
             rp,
@@ -441,7 +441,7 @@ fn deliver_recovery_readme(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
 
 /// Writes the recovery instructions for `rp` into `into` (the encrypted
 /// directory, or the stash its conversion delivers them from); their
-/// commands name `dir`, the encrypted directory
+/// commands name `dir`, the encrypted directory (an absolute path)
 /// ([`recovery::write_instructions`]).
 fn write_recovery_readme(
     store: &Store,
