@@ -37,8 +37,9 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
     },
-    /// The filesystem does not support encryption.
-    #[error("{0} (for ext4: `tune2fs -O encrypt DEVICE` while unmounted)")]
+    /// The filesystem does not support encryption. The kernel layer's
+    /// message already says how to enable it (`tune2fs -O encrypt`), once.
+    #[error("{0}")]
     EncryptionNotSupported(fscrypt_linux::Error),
     /// A protector whose secret was right does not unwrap the policy key:
     /// the policy file is damaged or was edited.

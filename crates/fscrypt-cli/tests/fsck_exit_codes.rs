@@ -107,6 +107,15 @@ fn repair_refused_on_a_real_mount() {
         text(&out.stderr)
     );
     assert!(v.cipher.join("fscrypt.tmp.DDDDDDDDDDDDDDDD").exists());
+    // Refused before a secret is asked for (issue 26 item 5): no key
+    // option and an empty stdin still give "is mounted".
+    let out = run(&["fsck".as_ref(), v.cipher.as_os_str(), "--repair".as_ref()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is mounted"),
+        "{}",
+        text(&out.stderr)
+    );
     // A check runs, warns, and does not report the marker the mount removed.
     let (code, r) = v.report(true, &[]);
     assert_eq!(code, 1);
@@ -151,4 +160,30 @@ fn passphrase_unlocks_and_a_wrong_one_exits_12() {
     );
     let out = run_stdin(&["fsck".as_ref(), cipher.as_os_str()], b"wrong\n");
     assert_eq!(out.status.code(), Some(12), "{}", text(&out.stderr));
+}
+
+/// `fsck` of a vault the caller may not read: one line, "Permission
+/// denied" once (the cause is not repeated after its context), exit 2.
+#[test]
+fn another_users_vault_is_refused_in_one_line() {
+    if !test_support::is_root() {
+        eprintln!(
+            "\n*** SKIPPING another_users_vault_is_refused_in_one_line: needs root (to run as nobody) ***\n"
+        );
+        return;
+    }
+    let v = V::new("other-user");
+    let out = test_support::run::output(
+        test_support::users::as_user(
+            test_support::users::NOBODY,
+            test_support::users::NOBODY,
+            BIN,
+        )
+        .args(["fsck".as_ref(), v.cipher.as_os_str(), "--no-key".as_ref()]),
+        b"",
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

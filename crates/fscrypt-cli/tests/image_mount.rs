@@ -668,3 +668,38 @@ fn image_mount_reads_inline_data() {
         }
     }
 }
+
+/// `status` on an `image mount` says what the mount is (a read-only view
+/// of the image) and how to see the image's encrypted directories, not how
+/// to enable encryption with tune2fs (issue 26 item 6).
+#[test]
+fn status_of_an_image_mount_says_what_it_is() {
+    let test = "image_mount_status";
+    let _serial = serial();
+    if !skip::fuse_available(test) {
+        return;
+    }
+    let Some(mut fs) = scratch_ext4(test, 32, MKFS_4K) else {
+        return;
+    };
+    let tmp = TempDir::new(test);
+    std::fs::create_dir(fs.mount_point().join("d")).expect("mkdir");
+    unmount_retrying(&mut fs);
+    let image = fs.image().to_path_buf();
+    let ours = tmp.sub("ours");
+    let _g = our_mount(&image, &ours, &[]);
+    let out = String::from_utf8(ok(&["status", p(&ours.join("d"))])).expect("utf-8");
+    assert!(!out.contains("tune2fs"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Encryption supported:"))
+        .unwrap_or_else(|| panic!("no support line: {out}"));
+    assert!(
+        line.contains("image mount")
+            && line.contains(&format!(
+                "fscrypt-rs image info {}",
+                p(&std::fs::canonicalize(&image).expect("canonical"))
+            )),
+        "{line}"
+    );
+}

@@ -8,7 +8,7 @@
 //! Tests that mount need root and /dev/fuse; without them they print a loud
 //! reason to stderr and return. Every mount is undone by a guard's Drop.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -689,4 +689,125 @@ fn mount8_with_passfile_in_a_private_mount_namespace() {
     assert_eq!(stdout.matches("hello-from-mount8").count(), 2, "{stdout}");
     // Nothing leaked into our namespace.
     assert!(!is_mounted(&std::fs::canonicalize(&mnt).unwrap()));
+}
+
+// ------------------------------------------ refuse before asking (issue 26)
+
+/// `init` refuses a directory that cannot hold a new vault before it reads
+/// a passphrase or calibrates Argon2id (real costs here: the old order
+/// spent a calibration first): not empty, already a vault, a `--config`
+/// inside it. Stdin is empty, so a command that asked first would fail on
+/// the empty passphrase instead.
+#[test]
+fn init_refuses_the_directory_before_asking_for_a_passphrase() {
+    let t = TempDir::new("refuse-first");
+    let full = t.sub("full");
+    std::fs::write(full.join("x"), b"x").unwrap();
+    let vault = t.sub("vault");
+    let key = t.join("k.key");
+    assert_ok(
+        &run(&args!["init", vault, "--new-key-file", key], b""),
+        "init",
+    );
+    let empty = t.sub("empty");
+    for (argv, needle) in [
+        (args!["init", full], "is not empty"),
+        (
+            args!["init", full, "--passphrase", "--key-file", key],
+            "is not empty",
+        ),
+        (args!["init", vault], "already a vault"),
+        (
+            args!["init", empty, "--config", empty.join("c.json")],
+            "is inside the cipher directory",
+        ),
+    ] {
+        for stdin in [&b""[..], format!("{PASSPHRASE}\n").as_bytes()] {
+            let start = Instant::now();
+            let out = run_real_cost(&argv, stdin);
+            let err = text(&out.stderr);
+            assert!(!out.status.success(), "{argv:?} accepted");
+            assert!(err.contains(needle), "{argv:?}: {err}");
+            assert!(!err.contains("passphrase"), "{argv:?}: {err}");
+            assert!(
+                !err.contains("Argon2id"),
+                "{argv:?} calibrated first: {err}"
+            );
+            assert_eq!(err.trim().lines().count(), 1, "{argv:?}: {err}");
+            assert!(start.elapsed() < Duration::from_secs(5), "{argv:?}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+}
+
+/// With stdin not a terminal, an empty first line is refused with a line
+/// that says where a passphrase can come from (`--passfile`, `--extpass`),
+/// not only "the passphrase is empty"; nothing is created.
+#[test]
+fn an_empty_stdin_names_the_passphrase_options() {
+    let t = TempDir::new("empty-stdin");
+    let c = t.sub("c");
+    for stdin in [&b""[..], b"\n"] {
+        let out = run(&args!["init", c], stdin);
+        let err = text(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("stdin")
+                && err.contains("--passfile FILE")
+                && err.contains("--extpass CMD"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert_eq!(std::fs::read_dir(&c).unwrap().count(), 0);
+    }
+}
+
+/// Runs the binary with a pseudo-terminal as its stdin, `typed` written to
+/// the terminal (as if typed), stderr captured.
+fn run_on_terminal(args: &[std::ffi::OsString], typed: &[u8]) -> Output {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    let child = Command::new(BIN)
+        .args(args)
+        .env(ARGON2_ENV, CHEAP_ARGON2)
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    rustix::io::write(&master, typed).unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(master);
+    out
+}
+
+/// Two passphrases that differ at the terminal stop `init` with a line
+/// saying that nothing was created, and nothing is.
+#[test]
+fn mismatched_passphrases_at_init_say_nothing_was_created() {
+    let t = TempDir::new("mismatch");
+    let c = t.sub("c");
+    let out = run_on_terminal(&args!["init", c], b"first one\nsecond one\n");
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the two passphrases differ"), "{err}");
+    assert!(err.contains("nothing was created"), "{err}");
+    assert_eq!(std::fs::read_dir(&c).unwrap().count(), 0);
+    // The same passphrase twice makes the vault (the terminal path works).
+    let out = run_on_terminal(
+        &args!["init", c, "--no-recovery-key"],
+        b"same one\nsame one\n",
+    );
+    assert_ok(&out, "init at a terminal");
+    assert!(config_of(&c).exists());
 }

@@ -557,3 +557,20 @@ fn an_ordinary_users_idle_mount_unmounts_itself_through_fusermount3() {
         !Path::new(&format!("/proc/{daemon}")).exists()
     });
 }
+
+/// `unmount` of a path that does not exist says so (not "is not mounted",
+/// which sends the user looking for a mount), and how to list the mounts;
+/// a directory with nothing mounted says that. Needs no mount.
+#[test]
+fn unmount_of_a_missing_path_says_it_does_not_exist() {
+    let t = TempDir::new("unmount-missing");
+    let missing = t.path().join("no-such-mnt");
+    let out = run(args!["unmount", missing]);
+    let err = refused(
+        &out,
+        &["no-such-mnt does not exist", "findmnt -t fuse.fscrypt-rs"],
+    );
+    assert!(!err.contains("is not mounted"), "{err}");
+    let out = run(args!["unmount", t.sub("empty")]);
+    refused(&out, &["is not mounted", "findmnt -t fuse.fscrypt-rs"]);
+}

@@ -17,8 +17,21 @@ pub enum Ext4Error {
         /// OS error.
         source: std::io::Error,
     },
-    /// Not an ext2/3/4 filesystem.
-    #[error("{0}: not an ext4 filesystem (bad superblock magic)")]
+    /// The image could not be opened (missing, not readable, a
+    /// directory): nothing was read. The message says what to give.
+    #[error("{}", open_message(path, error))]
+    Open {
+        /// The path given.
+        path: PathBuf,
+        /// OS error of `open(2)` (or `EISDIR` for a directory); in the
+        /// message, not a separate cause, so that it is not printed twice.
+        error: std::io::Error,
+    },
+    /// Not an ext2/3/4 filesystem: no ext4 superblock magic at byte
+    /// 1024+0x38, or the file is too short to hold a superblock.
+    #[error(
+        "{0} is not an ext4 filesystem (no ext4 superblock at byte 1024): give an ext4 image file or block device"
+    )]
     NotExt4(PathBuf),
     /// A feature this reader does not handle.
     #[error("{path}: unsupported ext4 layout: {what}")]
@@ -38,4 +51,22 @@ pub enum Ext4Error {
         /// What is wrong.
         what: String,
     },
+}
+
+/// The one-line message of [`Ext4Error::Open`]: what went wrong and what to
+/// give instead.
+fn open_message(path: &std::path::Path, source: &std::io::Error) -> String {
+    let p = path.display();
+    match source.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("{p} does not exist: give the path of an ext4 image file or block device")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{p}: permission denied: run as a user who may read it (e.g. with sudo)")
+        }
+        std::io::ErrorKind::IsADirectory => {
+            format!("{p} is a directory: give an ext4 image file or block device")
+        }
+        _ => format!("{p}: cannot open: {source}"),
+    }
 }

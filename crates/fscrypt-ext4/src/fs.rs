@@ -25,14 +25,21 @@ impl Ext4<File> {
     /// stale cache (an image file's cache is kept: it is coherent).
     ///
     /// # Errors
-    /// [`Ext4Error::Io`], [`Ext4Error::NotExt4`], [`Ext4Error::Unsupported`]
-    /// (META_BG, block sizes above 64 KiB), [`Ext4Error::Corrupt`].
+    /// [`Ext4Error::Open`] (missing, unreadable, a directory),
+    /// [`Ext4Error::Io`], [`Ext4Error::NotExt4`] (also for a file too short
+    /// to hold a superblock), [`Ext4Error::Unsupported`] (META_BG, block
+    /// sizes above 64 KiB), [`Ext4Error::Corrupt`].
     pub fn open(path: &Path) -> Result<Ext4, Ext4Error> {
-        let file = File::open(path).map_err(|source| Ext4Error::Io {
+        let open_error = |error| Ext4Error::Open {
             path: path.to_path_buf(),
-            offset: 0,
-            source,
-        })?;
+            error,
+        };
+        let file = File::open(path).map_err(open_error)?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(open_error(std::io::Error::from(
+                std::io::ErrorKind::IsADirectory,
+            )));
+        }
         // Only a block device's cache can be stale; an image file's page
         // cache is coherent, and keeping it makes repeated reads fast.
         if file
@@ -55,10 +62,17 @@ impl<R: Reader> Ext4<R> {
         let mut buf = [0u8; SUPERBLOCK_SIZE];
         reader
             .read_exact_at(SUPERBLOCK_OFFSET, &mut buf)
-            .map_err(|source| Ext4Error::Io {
-                path: path.to_path_buf(),
-                offset: SUPERBLOCK_OFFSET,
-                source,
+            .map_err(|source| {
+                // Too short to hold a superblock: not an ext4 image.
+                if source.kind() == std::io::ErrorKind::UnexpectedEof {
+                    Ext4Error::NotExt4(path.to_path_buf())
+                } else {
+                    Ext4Error::Io {
+                        path: path.to_path_buf(),
+                        offset: SUPERBLOCK_OFFSET,
+                        source,
+                    }
+                }
             })?;
         let sb = Superblock::parse(path, &buf)?;
         let groups = sb
@@ -162,15 +176,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn open_errors_say_what_the_path_is() {
+        let dir = std::env::temp_dir();
+        let missing = dir.join(format!("fscrypt-ext4-missing-{}", std::process::id()));
+        let e = Ext4::open(&missing).unwrap_err().to_string();
+        assert!(
+            e.ends_with("does not exist: give the path of an ext4 image file or block device"),
+            "{e}"
+        );
+        let e = Ext4::open(&dir).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        assert!(!e.contains("read error"), "{e}");
+    }
+
+    #[test]
     fn opens_from_memory() {
         let mut img = vec![0u8; 4096];
         img[1024..2048].copy_from_slice(&sb_bytes());
         let fs = Ext4::from_reader(img.as_slice(), Path::new("<memory>")).expect("in memory");
         assert_eq!(fs.superblock().block_size, 4096);
-        assert!(matches!(
-            Ext4::from_reader(&img[..1500], Path::new("<memory>")),
-            Err(Ext4Error::Io { offset: 1024, .. })
-        ));
+        // Too short to hold a superblock: not an ext4 image (issue 26: not
+        // "read error at byte 1024: failed to fill whole buffer").
+        let short = Ext4::from_reader(&img[..1500], Path::new("<memory>")).unwrap_err();
+        assert!(matches!(short, Ext4Error::NotExt4(_)), "{short:?}");
+        assert!(
+            short.to_string().contains("is not an ext4 filesystem"),
+            "{short}"
+        );
         assert!(matches!(
             null_fs().read_bytes(0, &mut [0u8; 1]),
             Err(Ext4Error::Io { .. })

@@ -81,14 +81,17 @@ pub fn add_recovery(
 }
 
 /// The text of [`README_NAME`]: the passphrase and how to use or remove
-/// it. `protector` is `MOUNT:ID` of the recovery protector, `policy`
-/// `MOUNT:ID` of the directory's policy.
+/// it, with the commands ready to run: `dir` is the encrypted directory
+/// (shell-quoted where needed), `protector` is `MOUNT:ID` of the recovery
+/// protector, `policy` `MOUNT:ID` of the directory's policy.
 pub fn instructions(
     passphrase: &[u8],
     name: &str,
+    dir: &Path,
     protector: &str,
     policy: &str,
 ) -> Zeroizing<String> {
+    let dir = shell_quote(&dir.to_string_lossy());
     Zeroizing::new(format!(
         "This directory has a recovery passphrase, made when it was encrypted:\n\
          \n    {pass}\n\n\
@@ -98,14 +101,27 @@ pub fn instructions(
          safe, away from this disk.\n\
          \n\
          To unlock with it:\n\
-         \n    fscrypt-rs unlock DIR --unlock-with {protector}\n\
+         \n    fscrypt-rs unlock {dir} --unlock-with {protector}\n\
          \n\
-         (or `fscrypt unlock DIR` and choose the protector named {name:?}).\n\
+         (or `fscrypt unlock {dir}` and choose the protector named {name:?}).\n\
          \n\
          The passphrase is long and random, so keeping it is safe. To remove it anyway:\n\
          \n    fscrypt-rs metadata remove-protector-from-policy --protector {protector} --policy {policy}\n",
         pass = String::from_utf8_lossy(passphrase),
     ))
+}
+
+/// `s` as one shell word: unchanged when it holds only characters no shell
+/// treats specially, else in single quotes (a `'` inside as `'\''`).
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&c))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Writes `text` (from [`instructions`]) as [`README_NAME`] into `dir`
@@ -210,7 +226,21 @@ mod tests {
         let got = actions::open_policy(&policy, &rp.protector_descriptor, &rkey).unwrap();
         assert_eq!(&got[..], &key[..]);
         assert!(actions::open_protector(&rp, b"wrong").is_err());
-        let text = instructions(&pass, &rp.name, "/m:aa", "/m:bb");
+        let text = instructions(&pass, &rp.name, Path::new("/m/d"), "/m:aa", "/m:bb");
         assert!(text.contains(std::str::from_utf8(&pass).unwrap()));
+        // The commands name the directory, not a placeholder.
+        assert!(
+            text.contains("fscrypt-rs unlock /m/d --unlock-with /m:aa"),
+            "{}",
+            *text
+        );
+        assert!(text.contains("`fscrypt unlock /m/d`"), "{}", *text);
+        assert!(!text.contains("DIR"), "{}", *text);
+        let spaced = instructions(&pass, "n", Path::new("/m/it's mine"), "/m:aa", "/m:bb");
+        assert!(
+            spaced.contains("unlock '/m/it'\\''s mine' --unlock-with"),
+            "{}",
+            *spaced
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! ([`crate::create_root`]), then the config, written last as the commit
 //! point.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fscrypt::{EncryptionMode, KeyIdentifier, MasterKey, PolicyFlags, PolicyV2};
@@ -125,7 +125,82 @@ pub struct InitReport {
     pub recovery_key: Option<RecoveryKey>,
 }
 
+/// Where [`Vault::init_with`] writes the config, as
+/// [`Vault::init_target`] checked it.
+struct InitTarget {
+    config_path: PathBuf,
+    config_dir: PathBuf,
+    config_name: std::ffi::OsString,
+    external: bool,
+}
+
 impl Vault {
+    /// Checks that a vault can be created in `cipherdir` (with its config
+    /// at `config`, or in `cipherdir` when `None`) without drawing a key or
+    /// asking for a secret: what [`Vault::init_with`] checks first. A
+    /// command calls it before it asks for a passphrase or calibrates
+    /// Argon2id, so that a directory that cannot hold a new vault is
+    /// refused at once (issue 26 item 5). Nothing is created.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyInitialized`], [`Error::ConfigExists`],
+    /// [`Error::ConfigInside`], [`Error::NotEmpty`], [`Error::BadConfig`]
+    /// (a config path without a file name), [`Error::Io`] (`cipherdir` or
+    /// the config's directory is missing or unreadable).
+    pub fn check_init_target(cipherdir: &Path, config: Option<&Path>) -> Result<(), Error> {
+        Self::init_target(cipherdir, config).map(|_| ())
+    }
+
+    /// [`Vault::check_init_target`], returning where the config goes.
+    fn init_target(cipherdir: &Path, config: Option<&Path>) -> Result<InitTarget, Error> {
+        let default_path = Self::config_path(cipherdir);
+        let config_path = match config {
+            None => default_path.clone(),
+            Some(c) => c.to_owned(),
+        };
+        let external = config_path != default_path;
+        if default_path.symlink_metadata().is_ok() {
+            return Err(Error::AlreadyInitialized(cipherdir.to_owned()));
+        }
+        let (config_dir, config_name) =
+            config::dir_and_name(&config_path).map_err(|e| match e {
+                ConfigError::Io(source) => Error::Io {
+                    path: config_path.clone(),
+                    source,
+                },
+                other => Error::BadConfig {
+                    path: config_path.clone(),
+                    source: other,
+                },
+            })?;
+        let external = external && {
+            let canon_dir = std::fs::canonicalize(config_dir).map_err(io_err(config_dir))?;
+            let canon_cipher = std::fs::canonicalize(cipherdir).map_err(io_err(cipherdir))?;
+            if canon_dir == canon_cipher && config_name == CONFIG_NAME {
+                false
+            } else if canon_dir.starts_with(&canon_cipher) {
+                return Err(Error::ConfigInside(config_path.clone()));
+            } else {
+                true
+            }
+        };
+        if external && config_path.symlink_metadata().is_ok() {
+            return Err(Error::ConfigExists(config_path.clone()));
+        }
+        let mut entries = std::fs::read_dir(cipherdir).map_err(io_err(cipherdir))?;
+        if entries.next().is_some() {
+            return Err(Error::NotEmpty(cipherdir.to_owned()));
+        }
+
+        let (config_dir, config_name) = (config_dir.to_owned(), config_name.to_owned());
+        Ok(InitTarget {
+            config_path,
+            config_dir,
+            config_name,
+            external,
+        })
+    }
+
     /// Creates a vault in the empty directory `cipherdir`: draws a 64-byte
     /// master key, builds the root policy, wraps the key with each
     /// requested protector, creates the filesystem root
@@ -159,12 +234,6 @@ impl Vault {
         config: Option<&Path>,
         opts: &InitOptions,
     ) -> Result<InitReport, Error> {
-        let default_path = Self::config_path(cipherdir);
-        let config_path = match config {
-            None => default_path.clone(),
-            Some(c) => c.to_owned(),
-        };
-        let external = config_path != default_path;
         if opts.passphrase.is_none() && opts.key_file.is_none() {
             return Err(Error::NoProtector);
         }
@@ -176,38 +245,12 @@ impl Vault {
         if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
             return Err(ProtectorError::EmptyPassphrase.into());
         }
-        if default_path.symlink_metadata().is_ok() {
-            return Err(Error::AlreadyInitialized(cipherdir.to_owned()));
-        }
-        let (config_dir, config_name) =
-            config::dir_and_name(&config_path).map_err(|e| match e {
-                ConfigError::Io(source) => Error::Io {
-                    path: config_path.clone(),
-                    source,
-                },
-                other => Error::BadConfig {
-                    path: config_path.clone(),
-                    source: other,
-                },
-            })?;
-        let external = external && {
-            let canon_dir = std::fs::canonicalize(config_dir).map_err(io_err(config_dir))?;
-            let canon_cipher = std::fs::canonicalize(cipherdir).map_err(io_err(cipherdir))?;
-            if canon_dir == canon_cipher && config_name == CONFIG_NAME {
-                false
-            } else if canon_dir.starts_with(&canon_cipher) {
-                return Err(Error::ConfigInside(config_path.clone()));
-            } else {
-                true
-            }
-        };
-        if external && config_path.symlink_metadata().is_ok() {
-            return Err(Error::ConfigExists(config_path.clone()));
-        }
-        let mut entries = std::fs::read_dir(cipherdir).map_err(io_err(cipherdir))?;
-        if entries.next().is_some() {
-            return Err(Error::NotEmpty(cipherdir.to_owned()));
-        }
+        let InitTarget {
+            config_path,
+            config_dir,
+            config_name,
+            external,
+        } = Self::init_target(cipherdir, config)?;
 
         let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
         protector::random_bytes(&mut raw_key)?;
@@ -271,8 +314,8 @@ impl Vault {
         let record = ConfigRecord::new(policy_record, protectors);
 
         let result = crate::create_root_with(cipherdir, &policy, opts.format).and_then(|()| {
-            config::write_new_atomic(config_dir, config_name, &record.to_json()).map_err(
-                |e| match e {
+            config::write_new_atomic(&config_dir, &config_name, &record.to_json()).map_err(|e| {
+                match e {
                     ConfigError::AlreadyExists if external => {
                         Error::ConfigExists(config_path.clone())
                     }
@@ -285,8 +328,8 @@ impl Vault {
                         path: config_path.clone(),
                         source: other,
                     },
-                },
-            )
+                }
+            })
         });
         if let Err(e) = result {
             if !matches!(e, Error::AlreadyInitialized(_)) {

@@ -264,10 +264,7 @@ fn open_session(ctx: &Ctx) -> c_int {
             for line in out.summary() {
                 ctx.log(LOG_ERR, &format!("unlocking for {name}: {line}"));
             }
-            ctx.log(
-                LOG_DEBUG,
-                &format!("{} directories' policies unlocked for {name}", out.done),
-            );
+            ctx.log(LOG_DEBUG, &logic::unlocked_line(out.done, &name));
         }
         Err(e) => ctx.log(
             LOG_ERR,
@@ -296,10 +293,7 @@ fn close_session(ctx: &Ctx) -> c_int {
             for line in out.summary() {
                 ctx.log(LOG_ERR, &format!("locking for {name}: {line}"));
             }
-            ctx.log(
-                LOG_DEBUG,
-                &format!("{} policies locked for {name}", out.done),
-            );
+            ctx.log(LOG_DEBUG, &logic::locked_line(out.done, &name));
         }
         Err(e) => ctx.log(LOG_ERR, &format!("locking for {name}: {e}")),
     }
@@ -311,13 +305,15 @@ fn chauthtok(ctx: &Ctx) -> c_int {
         return PAM_IGNORE;
     };
     let (Some(old), Some(new)) = (ctx.item(PAM_OLDAUTHTOK), ctx.item(PAM_AUTHTOK)) else {
-        ctx.log(
-            LOG_NOTICE,
-            &format!(
-                "cannot re-wrap {name}'s login protector without the old password (as when root \
-                 sets it); run `fscrypt-rs metadata change-passphrase --protector ROOT:ID`"
+        // Name the protector to pass; no advice for a user without one.
+        match logic::login_protector_ref(&ctx.opts, uid) {
+            Ok(Some(protector)) => ctx.log(LOG_NOTICE, &logic::rewrap_advice(&name, &protector)),
+            Ok(None) => {}
+            Err(e) => ctx.log(
+                LOG_NOTICE,
+                &format!("cannot re-wrap {name}'s login protector without the old password: {e}"),
             ),
-        );
+        }
         return PAM_IGNORE;
     };
     match logic::rewrap(&ctx.opts, uid, &old, &new) {

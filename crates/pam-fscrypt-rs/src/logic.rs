@@ -102,6 +102,46 @@ pub fn has_login_protector(o: &Options, uid: u32) -> Result<bool, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `MOUNT:ID` of `uid`'s login protector (as `fscrypt-rs metadata
+/// --protector` takes it), or `None` when the user has none.
+///
+/// # Errors
+/// As [`has_login_protector`].
+pub fn login_protector_ref(o: &Options, uid: u32) -> Result<Option<String>, String> {
+    let ctx = o.context(uid)?;
+    login::login_protector(&ctx, uid)
+        .map(|p| {
+            p.map(|(store, p)| format!("{}:{}", store.mount().display(), p.protector_descriptor))
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// The log line when a password changes without the old one (as when root
+/// sets it): what to run for the login protector `protector` (`MOUNT:ID`).
+pub fn rewrap_advice(user: &str, protector: &str) -> String {
+    format!(
+        "cannot re-wrap {user}'s login protector without the old password (as when root sets \
+         it); run `fscrypt-rs metadata change-passphrase --protector {protector}`"
+    )
+}
+
+/// The debug log line after a login: `n` policies unlocked for `user`.
+pub fn unlocked_line(n: usize, user: &str) -> String {
+    match n {
+        1 => format!("1 policy unlocked for {user}"),
+        n => format!("{n} policies unlocked for {user}"),
+    }
+}
+
+/// The debug log line after the last logout: `n` policies locked for
+/// `user`.
+pub fn locked_line(n: usize, user: &str) -> String {
+    match n {
+        1 => format!("1 policy locked for {user}"),
+        n => format!("{n} policies locked for {user}"),
+    }
+}
+
 /// Unlocks every policy the user's login protector protects with the login
 /// password.
 ///
@@ -160,4 +200,29 @@ pub fn adjust_count(uid: u32, delta: i64) -> Result<i64, String> {
         n
     })
     .map_err(|(_, e)| format!("lock {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_count_policies_in_good_english() {
+        assert_eq!(unlocked_line(1, "ann"), "1 policy unlocked for ann");
+        assert_eq!(unlocked_line(2, "ann"), "2 policies unlocked for ann");
+        assert_eq!(unlocked_line(0, "ann"), "0 policies unlocked for ann");
+        assert_eq!(locked_line(1, "ann"), "1 policy locked for ann");
+        assert_eq!(locked_line(3, "ann"), "3 policies locked for ann");
+    }
+
+    #[test]
+    fn rewrap_advice_names_the_protector_not_a_placeholder() {
+        let s = rewrap_advice("ann", "/:0123456789abcdef");
+        assert!(
+            s.ends_with("`fscrypt-rs metadata change-passphrase --protector /:0123456789abcdef`"),
+            "{s}"
+        );
+        assert!(!s.contains("ROOT:ID"), "{s}");
+        assert_eq!(s.lines().count(), 1, "{s}");
+    }
 }

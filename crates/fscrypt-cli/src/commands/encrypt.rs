@@ -363,7 +363,16 @@ fn encrypt_with(
             let stash = recovery_stash_of(&args.dir)?;
             std::fs::create_dir(&stash).map_err(|e| anyhow::anyhow!("{}: {e}", stash.display()))?;
             fscrypt_linux::policy::set_policy(&stash, &kpolicy)?;
-            write_recovery_readme(store, &policy, &stash, owner_of(&args.dir)?, pass, rp)?;
+            let shown = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
+            write_recovery_readme(
+                store,
+                &policy,
+                &stash,
+                &shown,
+                owner_of(&args.dir)?,
+                pass,
+                rp,
+            )?;
         }
         c.mark_prepared().map_err(convert_failure)?;
         return run_conversion(args, c, Some((text, j)));
@@ -373,6 +382,7 @@ fn encrypt_with(
             store,
             &policy,
             dir,
+            &std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()),
             owner_of(dir)?,
             pass,
             rp,
@@ -430,11 +440,14 @@ fn deliver_recovery_readme(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     recovery::deliver(&recovery_stash_of(dir)?, dir).map_err(gfs::meta)
 }
 
-/// Writes the recovery instructions for `rp` into `dir`
+/// Writes the recovery instructions for `rp` into `into` (the encrypted
+/// directory, or the stash its conversion delivers them from); their
+/// commands name `dir`, the encrypted directory (an absolute path)
 /// ([`recovery::write_instructions`]).
 fn write_recovery_readme(
     store: &Store,
     policy: &fscrypt_metadata::proto::PolicyData,
+    into: &Path,
     dir: &Path,
     owner: (u32, u32),
     pass: &[u8],
@@ -444,8 +457,9 @@ fn write_recovery_readme(
     let text = recovery::instructions(
         pass,
         &rp.name,
+        dir,
         &format!("{m}:{}", rp.protector_descriptor),
         &format!("{m}:{}", policy.key_descriptor),
     );
-    recovery::write_instructions(dir, owner, &text).map_err(gfs::meta)
+    recovery::write_instructions(into, owner, &text).map_err(gfs::meta)
 }

@@ -89,7 +89,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             {
                 return Ok(ExitCode::from(EXIT_PROBLEMS));
             }
-            eprintln!("fscrypt-rs: fsck: {e:#}");
+            // One line, each cause once (an I/O error's text is often in
+            // its context's too: "Permission denied" twice otherwise).
+            eprintln!("fscrypt-rs: fsck: {}", crate::error_text(&e));
             Ok(ExitCode::from(EXIT_CANNOT_RUN))
         }
     }
@@ -113,6 +115,21 @@ fn mounted_per_mountinfo(cipherdir: &Path) -> bool {
 
 fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let vault = args.config.open(&args.cipherdir)?;
+    // What refuses the command is checked before a secret is asked for
+    // (issue 26 item 5): a mounted vault for --repair and --accept-rollback.
+    let by_mountinfo = mounted_per_mountinfo(&args.cipherdir);
+    if args.accept_rollback.is_some() && (by_mountinfo || fsck::is_locked(&args.cipherdir)?) {
+        bail!(
+            "{} is mounted: unmount it before fsck --accept-rollback (a mount keeps its own copy of the remembered generations)",
+            args.cipherdir.display()
+        );
+    }
+    if args.repair && by_mountinfo {
+        bail!(
+            "{} is mounted (a fuse.fscrypt-rs mount in /proc/self/mountinfo): unmount it before fsck --repair",
+            args.cipherdir.display()
+        );
+    }
     let master = if args.no_key {
         None
     } else {
@@ -127,21 +144,8 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             Err(code) => return Ok(code),
         }
     };
-    let by_mountinfo = mounted_per_mountinfo(&args.cipherdir);
     if let Some(under) = &args.accept_rollback {
-        if by_mountinfo || fsck::is_locked(&args.cipherdir)? {
-            bail!(
-                "{} is mounted: unmount it before fsck --accept-rollback (a mount keeps its own copy of the remembered generations)",
-                args.cipherdir.display()
-            );
-        }
         return accept_rollback(args, &vault, master.as_ref(), under);
-    }
-    if args.repair && by_mountinfo {
-        bail!(
-            "{} is mounted (a fuse.fscrypt-rs mount in /proc/self/mountinfo): unmount it before fsck --repair",
-            args.cipherdir.display()
-        );
     }
     let mounted = by_mountinfo || (!args.repair && fsck::is_locked(&args.cipherdir)?);
     if mounted {

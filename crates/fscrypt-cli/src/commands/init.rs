@@ -257,6 +257,11 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
+    // Everything else init_with refuses about the directory (not empty, a
+    // config path inside it), before a passphrase is asked for or Argon2id
+    // calibrated (issue 26 item 5).
+    Vault::check_init_target(&args.cipherdir, args.config.as_deref())?;
+
     let mut made_key_file = None;
     if let Some(path) = &args.key_file {
         opts.key_file = Some(secret::read_key_file(path)?);

@@ -30,6 +30,27 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Why a filesystem without kernel fscrypt support has none, and what to
+/// do, for `status`'s "Encryption supported: no (...)" line: the tune2fs
+/// command for ext4; for an `image mount` (a `fuse.fscrypt-rs` mount that
+/// is not a vault's, its source the image), that it is a read-only view of
+/// an image and the command that lists the image's encrypted directories;
+/// else that an fscrypt-rs vault works on any filesystem.
+fn unsupported_advice(fs_type: &str, source: &str, mount_point: &Path) -> String {
+    if fs_type == "ext4" {
+        format!("enable it, unmounted: `tune2fs -O encrypt {source}`")
+    } else if fs_type == mounts::FS_TYPE {
+        format!(
+            "{} is a read-only `fscrypt-rs image mount` of {source}; `fscrypt-rs image info {source}` lists its encrypted directories",
+            mount_point.display()
+        )
+    } else {
+        format!(
+            "{fs_type} has no kernel fscrypt support; a vault (`fscrypt-rs init DIR`) works on any filesystem"
+        )
+    }
+}
+
 /// Runs `fscrypt-rs status`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.json;
@@ -120,8 +141,8 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     match supported {
         Some(true) => o.push_str("Encryption supported: yes\n"),
         Some(false) => o.push_str(&format!(
-            "Encryption supported: no (for ext4: `tune2fs -O encrypt {}`)\n",
-            m.source
+            "Encryption supported: no ({})\n",
+            unsupported_advice(&m.fs_type, &m.source, &m.mount_point)
         )),
         None => o.push_str("Encryption supported: unknown\n"),
     }

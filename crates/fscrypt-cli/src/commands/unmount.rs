@@ -43,12 +43,26 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 /// A dead mount (its daemon gone) is cleared, saying so.
 ///
 /// # Errors
-/// Nothing mounted there, a mount that is not ours (one line each), or the
+/// A missing path, nothing mounted there, a mount that is not ours (one
+/// line each, naming the command that lists the mounts), or the
 /// unmount failed (the last error, naming the processes that keep it busy).
 pub fn unmount_and_wait(mountpoint: &Path) -> anyhow::Result<()> {
     let mountpoint = mounts::absolute(mountpoint);
     let Some(top) = mounts::mount_at(&mountpoint) else {
-        bail!("{} is not mounted", mountpoint.display());
+        if let Err(e) = mountpoint.symlink_metadata()
+            && e.kind() == std::io::ErrorKind::NotFound
+        {
+            bail!(
+                "{} does not exist: give the directory a vault is mounted on (`findmnt -t {}` lists them)",
+                mountpoint.display(),
+                mounts::FS_TYPE
+            );
+        }
+        bail!(
+            "{} is not mounted (`findmnt -t {}` lists the fscrypt-rs mounts)",
+            mountpoint.display(),
+            mounts::FS_TYPE
+        );
     };
     if top.fs_type != mounts::FS_TYPE {
         bail!(

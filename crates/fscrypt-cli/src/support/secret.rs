@@ -126,7 +126,11 @@ impl PassSource {
         } else if let Some(cmd) = &self.extpass {
             run_extpass(cmd)?
         } else {
-            return read_passphrase(prompt, confirm);
+            return read_passphrase_or(
+                prompt,
+                confirm,
+                "as the first line of stdin, or give --passfile FILE or --extpass CMD",
+            );
         };
         if pass.is_empty() {
             bail!(
@@ -291,20 +295,35 @@ fn prompt_no_echo(prompt: &str) -> anyhow::Result<SecretBuf> {
 /// # Errors
 /// Empty passphrase, mismatching confirmation, read errors.
 pub fn read_passphrase(prompt: &str, confirm: bool) -> anyhow::Result<SecretBuf> {
-    let pass = if rustix::termios::isatty(std::io::stdin()) {
+    read_passphrase_or(prompt, confirm, "as the first line of stdin")
+}
+
+/// [`read_passphrase`], where `stdin_hint` completes the message for
+/// an empty stdin ("pipe the passphrase {stdin_hint}"): the ways this
+/// command takes a passphrase without a terminal.
+fn read_passphrase_or(prompt: &str, confirm: bool, stdin_hint: &str) -> anyhow::Result<SecretBuf> {
+    if rustix::termios::isatty(std::io::stdin()) {
         let first = prompt_no_echo(prompt)?;
+        if first.is_empty() {
+            bail!(
+                "the passphrase is empty: nothing was created or changed; run the command again and type a passphrase"
+            );
+        }
         if confirm {
             let again = prompt_no_echo("Repeat the passphrase: ")?;
             if again.as_bytes() != first.as_bytes() {
-                bail!("the two passphrases differ");
+                bail!(
+                    "the two passphrases differ: nothing was created or changed; run the command again and type the same passphrase twice"
+                );
             }
         }
-        first
-    } else {
-        read_line_stdin()?
-    };
+        return Ok(first);
+    }
+    let pass = read_line_stdin()?;
     if pass.is_empty() {
-        bail!("the passphrase is empty");
+        bail!(
+            "no passphrase: stdin is not a terminal and its first line is empty; pipe the passphrase {stdin_hint}"
+        );
     }
     Ok(pass)
 }

@@ -374,6 +374,14 @@ fn recovery_passphrase_for_a_login_protector_elsewhere() {
         .to_string();
     std::fs::write(r.join("f"), "R").unwrap();
     let rec = format!("{}:{rid}", p(m2));
+    // The readme's command is ready to run: the directory and the
+    // protector, no placeholder (issue 26 item 6).
+    let abs = std::path::absolute(&r).unwrap();
+    assert!(
+        instructions.contains(&format!("fscrypt-rs unlock {} --unlock-with ", p(&abs))),
+        "{instructions}"
+    );
+    assert!(!instructions.contains(" DIR "), "{instructions}");
     let lock_all = || {
         ok(
             &env.rs(&["lock", p(&r), "--all-users", "--quiet"], b""),

@@ -593,6 +593,10 @@ fn a_filesystem_without_encryption_is_refused_with_the_fix() {
     );
     assert_eq!(code(&o), 26, "{}", text(&o));
     assert!(text(&o).contains("tune2fs -O encrypt"), "{}", text(&o));
+    // The advice once, in one line (issue 26 item 6).
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("tune2fs").count(), 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert_eq!(metadata_snapshot(mnt), before, "metadata written");
 }
 

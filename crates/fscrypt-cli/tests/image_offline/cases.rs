@@ -290,6 +290,27 @@ fn run_case(c: &Case) {
     assert!(enc_line(&with, "/", "enc").ends_with(&format!("[{policy}]")));
     assert!(enc_line(&[], "/", "enc").ends_with(&format!("[{policy}, locked]")));
     assert!(enc_line(&with, "/enc", "a").ends_with(&format!("[{policy}]")));
+    // info names each directory's key once (the policy names it).
+    let dir_line = text
+        .lines()
+        .find(|l| l.starts_with("  /enc "))
+        .unwrap_or_else(|| panic!("no /enc line: {text}"));
+    assert_eq!(dir_line.matches(id.as_str()).count(), 1, "{dir_line}");
+    // ls -l: times as dates, a symlink's size is its target's length (as
+    // ls(1) shows it), not its ciphertext's.
+    let long = String::from_utf8(ok(&["image", "ls", img, "/enc", "-l", with[0], with[1]]))
+        .expect("utf-8");
+    let link = long
+        .lines()
+        .find(|l| l.ends_with(" short-link -> f1"))
+        .unwrap_or_else(|| panic!("no short-link: {long}"));
+    let fields: Vec<&str> = link.split_whitespace().collect();
+    assert_eq!(fields[3], "2", "{link}");
+    let year = fields[4].split('-').next().expect("date");
+    assert!(
+        fields[4].ends_with('Z') && year.len() == 4 && year.parse::<u32>().is_ok_and(|y| y >= 2020),
+        "{link}"
+    );
 
     // ls -R with the key: exactly the kernel's paths.
     let ls = ok(&["image", "ls", img, "/enc", "-R", "--key-file", p(&kf)]);
@@ -583,7 +604,7 @@ fn corrupt_cases(image: &Path, tmp: &TempDir, kf: &Path, (enc, file): (u32, u32)
         .expect("open")
         .set_len(512)
         .expect("truncate");
-    assert_clean_failure(&["image", "info", p(&t)], "read error");
+    assert_clean_failure(&["image", "info", p(&t)], "is not an ext4 filesystem");
 
     // Corrupt extent header of one file: that file fails, others still read.
     let c = copy_of(image, tmp, "bad-extent");
@@ -867,4 +888,45 @@ fn offline_casefold() {
         casefold: true,
         deep: false,
     });
+}
+
+/// Opening what is not a readable image says what the path is and what to
+/// give instead, one line each (issue 26 item 6): a missing path, a
+/// directory, a file too short or not ext4, and a mounted filesystem, by
+/// its device and by its image file (not "the journal needs recovery").
+#[test]
+fn open_errors_say_what_the_path_is() {
+    let tmp = TempDir::new("image-open-errors");
+    let missing = tmp.path().join("missing.img");
+    assert_clean_failure(&["image", "ls", p(&missing)], "missing.img does not exist");
+    assert_clean_failure(&["image", "info", p(tmp.path())], "is a directory");
+    let notes = tmp.path().join("notes.txt");
+    std::fs::write(&notes, "not an image\n".repeat(200)).expect("write");
+    let short = tmp.path().join("short");
+    std::fs::write(&short, b"x").expect("write");
+    for f in [&notes, &short] {
+        assert_clean_failure(&["image", "info", p(f)], "is not an ext4 filesystem");
+    }
+    for f in [&missing, &notes, &short] {
+        let e = String::from_utf8_lossy(&run(&["image", "info", p(f)]).stderr).into_owned();
+        assert!(!e.contains("read error"), "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    }
+
+    let Some(mut fs) = scratch_ext4("open_errors_say_what_the_path_is", 32, MKFS_4K) else {
+        return;
+    };
+    let at = fs.mount_point().to_path_buf();
+    for dev in [fs.device().to_path_buf(), fs.image().to_path_buf()] {
+        let o = run(&["image", "ls", p(&dev), "/"]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{dev:?}: {e}");
+        assert!(e.contains("is mounted at"), "{dev:?}: {e}");
+        assert!(
+            e.contains(&*at.file_name().expect("name").to_string_lossy()),
+            "{dev:?}: {e}"
+        );
+        assert!(!e.contains("journal"), "{e}");
+    }
+    unmount_retrying(&mut fs);
 }

@@ -28,6 +28,7 @@
 pub mod extract;
 pub mod file;
 pub mod keys;
+mod mounted;
 pub mod names;
 pub mod read;
 pub mod xattrs;
@@ -65,6 +66,19 @@ pub enum ImageError {
          on a copy first (`e2fsck -fy COPY`), offline reading does not replay journals yet"
     )]
     NeedsRecovery(PathBuf),
+    /// The image (a block device, or an image file behind a loop device)
+    /// is mounted: its journal is in use and the filesystem changes under
+    /// an offline reader.
+    #[error(
+        "{path} is mounted at {at}: read the files there, or unmount it first (`umount {at}`)",
+        path = .path.display(), at = .at.display()
+    )]
+    Mounted {
+        /// The image or device given.
+        path: PathBuf,
+        /// One mount point of it (from `/proc/self/mountinfo`).
+        at: PathBuf,
+    },
     /// No such entry.
     #[error("{0}: no such file or directory in the image")]
     NotFound(String),
@@ -203,9 +217,18 @@ impl Image<File> {
     ///
     /// # Errors
     /// [`ImageError::Ext4`] for an unreadable or unusable superblock,
-    /// [`ImageError::NeedsRecovery`] for a journal that needs replaying.
+    /// [`ImageError::NeedsRecovery`] for a journal that needs replaying,
+    /// [`ImageError::Mounted`] instead when that is because the image is
+    /// mounted (its device, or a loop device over the image file, is in
+    /// `/proc/self/mountinfo`).
     pub fn open(path: &Path, keys: KeySet) -> Result<Image, ImageError> {
-        Image::with_ext4(Ext4::open(path)?, keys)
+        match Image::with_ext4(Ext4::open(path)?, keys) {
+            Err(ImageError::NeedsRecovery(p)) => Err(match mounted::mount_point(path) {
+                Some(at) => ImageError::Mounted { path: p, at },
+                None => ImageError::NeedsRecovery(p),
+            }),
+            other => other,
+        }
     }
 }
 

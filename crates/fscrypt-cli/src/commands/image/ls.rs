@@ -72,14 +72,21 @@ impl Lister<'_> {
             return Ok(());
         }
         if self.args.long {
+            // A symlink's size as ls(1) shows it: its target's length (the
+            // stored size of an encrypted one is its ciphertext's).
+            let size = target.as_ref().map_or(i.size, |t| t.len() as u64);
+            let mtime = match u64::try_from(i.mtime().0) {
+                Ok(secs) => fscrypt_vault::config::format_rfc3339(secs),
+                Err(_) => i.mtime().0.to_string(),
+            };
             write!(
                 self.out,
-                "{} {:>5} {:>5} {:>10} {:>11} ",
+                "{} {:>5} {:>5} {:>10} {:>20} ",
                 super::mode_string(i.mode),
                 i.uid(),
                 i.gid(),
-                i.size,
-                i.mtime().0
+                size,
+                mtime
             )?;
         }
         self.out.write_all(rel)?;
