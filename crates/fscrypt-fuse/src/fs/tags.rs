@@ -62,6 +62,9 @@ pub(crate) struct TaggedFile {
     /// the stored record yet: it goes there with the next record write
     /// (at the latest the session's end, or an `fsync`).
     size_pending: bool,
+    /// Created by this mount and in its first write session (or before
+    /// it): generation 1, not bumped nor remembered.
+    fresh: bool,
 }
 
 /// A change of a file's bindings ([`EncryptedFs::rebind_entry`]).
@@ -83,23 +86,21 @@ pub(super) enum Rebind {
 const HEAD_READ: usize = RECORD_B as usize + RECORD_SPACE;
 
 impl TaggedFile {
-    /// The state of a file just created through a handle, with nonce
-    /// `nonce` and bound to one name: generation 1, empty, its creation
-    /// opening its first write session (the record written with the
-    /// header says `FLAG_WRITING`), so that its first writes cost no record
-    /// write; the close ends the session. The generation is not
-    /// remembered: generation 1 is every file's first.
+    /// The state of a file just created with nonce `nonce` and bound to
+    /// one name: generation 1, empty and complete (nothing is written for
+    /// a file only created, so its `ctime` stays the one the create
+    /// reported). Its first write session keeps generation 1 (every
+    /// file's first: nothing to remember) and only sets the writing flag.
     pub(crate) fn created(nonce: [u8; NONCE_SIZE], binding: [u8; BINDING_SIZE]) -> TaggedFile {
-        let mut record = FileRecord::new(binding);
-        record.flags |= FLAG_WRITING;
         TaggedFile {
             nonce,
-            record,
+            record: FileRecord::new(binding),
             next_at: RECORD_B,
-            session: true,
+            session: false,
             suspect: false,
             copy: false,
             size_pending: false,
+            fresh: true,
         }
     }
 
@@ -246,6 +247,7 @@ impl EncryptedFs {
             suspect: leftover,
             copy: false,
             size_pending: false,
+            fresh: false,
         };
         h.size = t.record.size;
         Ok((h, t))
@@ -330,7 +332,9 @@ impl EncryptedFs {
     }
 
     /// Before the first change of an open session: the generation + 1 and
-    /// the writing flag, in the record, then in this machine's memory.
+    /// the writing flag, in the record, then in this machine's memory (a
+    /// file in its first session since this mount created it: the flag
+    /// only).
     ///
     /// # Errors
     /// Backing errors.
@@ -338,10 +342,15 @@ impl EncryptedFs {
         if t.session {
             return Ok(());
         }
-        t.record.generation += 1;
+        if !t.fresh {
+            t.record.generation += 1;
+        }
         t.record.flags |= FLAG_WRITING;
         self.write_record(f, t)?;
         t.session = true;
+        if t.fresh {
+            return Ok(());
+        }
         self.trim_leftovers(f, t)?;
         if !t.copy {
             let bindings = t.record.bindings.clone();
@@ -362,6 +371,7 @@ impl EncryptedFs {
         t.record.flags &= !FLAG_WRITING;
         self.write_record(f, t)?;
         t.session = false;
+        t.fresh = false;
         Ok(())
     }
 
@@ -542,7 +552,15 @@ impl EncryptedFs {
         let n = ct.len() / du;
         debug_assert!(first % GROUP_UNITS + n as u64 <= GROUP_UNITS);
         let keys = self.ikeys()?;
-        let mut pairs = self.read_pairs(f, first, n)?;
+        // Units past the size were never written (a truncate clears their
+        // slots, a crash's leftovers make the file suspect): their slot
+        // pairs are empty, nothing to read.
+        let fresh = !t.suspect && first >= t.record.size.div_ceil(self.du);
+        let mut pairs = if fresh {
+            vec![0u8; n * SLOT_PAIR_SIZE]
+        } else {
+            self.read_pairs(f, first, n)?
+        };
         let current = if t.suspect {
             let mut cur = vec![0u8; ct.len()];
             pread_full(f, &mut cur, self.sizes().unit_at(first, self.du))?;
