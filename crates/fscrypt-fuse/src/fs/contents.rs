@@ -249,12 +249,7 @@ impl EncryptedFs {
         for (a, z) in sizes.runs(first, last) {
             let part = &ct[((a - first) * du) as usize..((z - first) * du) as usize];
             if let Some(t) = t.as_deref_mut() {
-                self.tag_units(f, t, a, part)?;
-                crash_point("write:after-tags");
-                if let Err(e) = f.write_all_at(part, sizes.unit_at(a, du)) {
-                    EncryptedFs::suspect(t);
-                    return Err(e.into());
-                }
+                self.write_tagged_units(f, t, a, part)?;
             } else {
                 f.write_all_at(part, sizes.unit_at(a, du))?;
             }

@@ -534,20 +534,75 @@ impl EncryptedFs {
         Ok(stored)
     }
 
-    /// Writes the tags of units `first..` of one group whose new
-    /// ciphertext is `ct` (whole units), before the caller writes the
-    /// units: each goes into the slot not holding the current contents'
-    /// tag, with the next sequence number.
+    /// Stores the units `first..` of one group, whose new ciphertext is
+    /// `ct` (whole units), with their tags written first: each tag goes
+    /// into the slot not holding the current contents' tag, with the next
+    /// sequence number. A group none of whose units is stored yet (a new
+    /// file, an append reaching a new group) gets its whole tag block and
+    /// the units in one `pwritev` (tag block first: a kill leaves a prefix
+    /// of it); otherwise the slot pairs, then the units. A failed unit
+    /// write makes the file suspect.
     ///
     /// # Errors
     /// Backing errors.
-    pub(super) fn tag_units(
+    pub(super) fn write_tagged_units(
         &self,
         f: &File,
         t: &mut TaggedFile,
         first: u64,
         ct: &[u8],
     ) -> Result<()> {
+        let du = self.du;
+        let stored = t.record.size.div_ceil(du);
+        let unit_at = units::unit_offset(first, du).ok_or(Error::FileTooBig)?;
+        if first.is_multiple_of(GROUP_UNITS) && stored <= first && !t.suspect {
+            let mut block = vec![0u8; units::TAG_BLOCK_SIZE as usize];
+            let pairs = self.tag_pairs(f, t, first, ct)?;
+            block[..pairs.len()].copy_from_slice(&pairs);
+            let at = units::tag_block_offset(first / GROUP_UNITS, du).ok_or(Error::FileTooBig)?;
+            let done = rustix::io::pwritev(
+                f,
+                &[std::io::IoSlice::new(&block), std::io::IoSlice::new(ct)],
+                at,
+            )
+            .map_err(Error::from);
+            let rest = match done {
+                Ok(n) if n >= block.len() => {
+                    f.write_all_at(&ct[n - block.len()..], unit_at + (n - block.len()) as u64)
+                }
+                Ok(n) => f
+                    .write_all_at(&block[n..], at + n as u64)
+                    .and_then(|()| f.write_all_at(ct, unit_at)),
+                Err(e) => {
+                    Self::suspect(t);
+                    return Err(e);
+                }
+            };
+            if let Err(e) = rest {
+                Self::suspect(t);
+                return Err(e.into());
+            }
+            super::recover::crash_point("write:after-tags");
+            return Ok(());
+        }
+        let pairs = self.tag_pairs(f, t, first, ct)?;
+        let off = units::slot_pair_offset(first, du).ok_or(Error::FileTooBig)?;
+        f.write_all_at(&pairs, off)?;
+        super::recover::crash_point("write:after-tags");
+        if let Err(e) = f.write_all_at(ct, unit_at) {
+            Self::suspect(t);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// The new slot pairs of units `first..` of one group for their new
+    /// ciphertext `ct` (see [`Self::write_tagged_units`]).
+    ///
+    /// # Errors
+    /// Backing errors reading the current pairs (and, for a suspect file,
+    /// the current units).
+    fn tag_pairs(&self, f: &File, t: &TaggedFile, first: u64, ct: &[u8]) -> Result<Vec<u8>> {
         let du = self.du as usize;
         let n = ct.len() / du;
         debug_assert!(first % GROUP_UNITS + n as u64 <= GROUP_UNITS);
@@ -587,9 +642,7 @@ impl EncryptedFs {
             let at = k * SLOT_PAIR_SIZE + slot * SLOT_SIZE;
             pairs[at..at + SLOT_SIZE].copy_from_slice(&s);
         }
-        let off = units::slot_pair_offset(first, self.du).ok_or(Error::FileTooBig)?;
-        f.write_all_at(&pairs, off)?;
-        Ok(())
+        Ok(pairs)
     }
 
     /// Marks `t` as having slots that may not follow the sequence rule
