@@ -440,7 +440,10 @@ fn crash_harness() {
         v.kill();
         let (m, t, err) = writer.join().unwrap();
         if let Some(e) = err {
-            panic!("seed {seed:#x} round {round}: writer error before the kill: {e}");
+            panic!(
+                "seed {seed:#x} round {round}: writer error before the kill: {e}\ndaemon log:\n{}",
+                std::fs::read_to_string(v.t.join("daemon.log")).unwrap_or_default()
+            );
         }
         tally.ops += t.ops;
         tally.fsyncs += t.fsyncs;

@@ -200,16 +200,13 @@ impl SizeStore {
     ) -> Result<()> {
         match self {
             SizeStore::Tagged => {
+                // The record write also makes the length the size's hint.
                 let t = st.tagged.as_deref_mut().ok_or(Error::BadHandle)?;
                 let old = t.record.size;
                 t.record.size = st.size;
                 if let Err(e) = fs.write_record(f, t) {
                     t.record.size = old;
                     return Err(e);
-                }
-                let len = self.len_for(st.size, fs.du).ok_or(Error::FileTooBig)?;
-                if f.metadata()?.len() != len {
-                    f.set_len(len)?;
                 }
             }
             SizeStore::Length => {

@@ -253,20 +253,23 @@ impl EncryptedFs {
         Ok((h, t))
     }
 
-    /// Writes `t`'s record (sequence + 1) over the older of A and B. A
-    /// size grown by this session's writes ([`TaggedFile::size_pending`])
-    /// goes with it, the backing length first made its hint (a longer
-    /// file under `FLAG_WRITING` is what a crash may leave; a record whose
-    /// hint the length does not reach would be refused).
+    /// Writes `t`'s record (sequence + 1) over the older of A and B, with
+    /// its size (one grown by this session's writes,
+    /// [`TaggedFile::size_pending`], or by a truncate), and makes the
+    /// backing length the hint of that size: a shorter file is grown
+    /// before the record, a longer one (a stale trailer past a unit the
+    /// session's writes filled, units cut by a truncate) is cut after it.
+    /// A crash between leaves a longer file under `FLAG_WRITING` (cut by
+    /// the recovery pass), never a record whose hint the length does not
+    /// match without the flag, which reads as tampering.
     ///
     /// # Errors
     /// `EMLINK` past [`MAX_BINDINGS`], backing errors.
     pub(super) fn write_record(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
-        if t.size_pending {
-            let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
-            if f.metadata()?.len() < hint {
-                f.set_len(hint)?;
-            }
+        let hint = units::len_for_size(t.record.size, self.du).ok_or(Error::FileTooBig)?;
+        let len = f.metadata()?.len();
+        if len < hint {
+            f.set_len(hint)?;
         }
         t.record.seq += 1;
         let b = match self.encode_record(t) {
@@ -283,6 +286,9 @@ impl EncryptedFs {
             RECORD_A
         };
         t.size_pending = false;
+        if len > hint {
+            f.set_len(hint)?;
+        }
         Ok(())
     }
 
