@@ -615,13 +615,12 @@ fn recovery_passphrase_survives_an_interrupted_conversion() {
         .find(|l| l.len() == 20 && l.bytes().all(|c| c.is_ascii_lowercase()))
         .expect("the passphrase")
         .to_string();
+    // The readme's command names the directory itself.
+    let unlock = format!("fscrypt-rs unlock {} --unlock-with ", p(&d));
     let rec = text
         .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("fscrypt-rs unlock DIR --unlock-with ")
-        })
-        .expect("the protector")
+        .find_map(|l| l.trim().strip_prefix(unlock.as_str()))
+        .unwrap_or_else(|| panic!("no `{unlock}ID` line in the readme:\n{text}"))
         .to_string();
     ok(&env.rs(&["lock", p(&d), "--all-users", "-q"]), "lock");
     let o = test_support::run::output(
