@@ -244,16 +244,7 @@ impl Vault {
                 source: ConfigError::Invalid("the new config does not read back as written".into()),
             });
         }
-        let map = |source: ConfigError| match source {
-            ConfigError::Io(source) => Error::Io {
-                path: path.clone(),
-                source,
-            },
-            source => Error::BadConfig {
-                path: path.clone(),
-                source,
-            },
-        };
+        let map = |e| Error::config(&path, e);
         let (dir, name) = config::dir_and_name(&path).map_err(map)?;
         let (lock, current) = ConfigLock::acquire(dir, name).map_err(map)?;
         if current != self.bytes {

@@ -175,6 +175,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// A config file error at `path`: [`Error::Io`] for an I/O error,
+    /// else [`Error::BadConfig`].
+    pub fn config(path: &std::path::Path, e: ConfigError) -> Error {
+        match e {
+            ConfigError::Io(source) => Error::Io {
+                path: path.to_owned(),
+                source,
+            },
+            source => Error::BadConfig {
+                path: path.to_owned(),
+                source,
+            },
+        }
+    }
+
     /// True for the errors that mean "the secret the user gave is wrong"
     /// (the CLI exits with a distinct code for them).
     pub fn is_wrong_secret(&self) -> bool {

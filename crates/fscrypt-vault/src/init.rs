@@ -163,16 +163,7 @@ impl Vault {
             return Err(Error::AlreadyInitialized(cipherdir.to_owned()));
         }
         let (config_dir, config_name) =
-            config::dir_and_name(&config_path).map_err(|e| match e {
-                ConfigError::Io(source) => Error::Io {
-                    path: config_path.clone(),
-                    source,
-                },
-                other => Error::BadConfig {
-                    path: config_path.clone(),
-                    source: other,
-                },
-            })?;
+            config::dir_and_name(&config_path).map_err(|e| Error::config(&config_path, e))?;
         let external = external && {
             let canon_dir = std::fs::canonicalize(config_dir).map_err(io_err(config_dir))?;
             let canon_cipher = std::fs::canonicalize(cipherdir).map_err(io_err(cipherdir))?;
@@ -320,14 +311,7 @@ impl Vault {
                         Error::ConfigExists(config_path.clone())
                     }
                     ConfigError::AlreadyExists => Error::AlreadyInitialized(cipherdir.to_owned()),
-                    ConfigError::Io(source) => Error::Io {
-                        path: config_path.clone(),
-                        source,
-                    },
-                    other => Error::BadConfig {
-                        path: config_path.clone(),
-                        source: other,
-                    },
+                    other => Error::config(&config_path, other),
                 }
             })
         });
