@@ -46,6 +46,8 @@ pub enum Handle {
         append: bool,
         /// Opened for writing.
         write: bool,
+        /// Each close of it sends FLUSH ([`crate::EncryptedFs::flushes`]).
+        flushes: bool,
     },
     /// An open directory.
     Dir {

@@ -160,6 +160,11 @@ pub struct FileState {
     pub fd_writable: bool,
     /// Number of open handles.
     pub opens: u32,
+    /// Of these, the handles whose every close sends FLUSH (format 3:
+    /// opened for writing by OPEN; the others are answered
+    /// `FOPEN_NOFLUSH`). While there is none, each change ends its own
+    /// write session (`fs/tags.rs`, `end_unflushed`).
+    pub flushers: u32,
     /// The contents key while handles are open (dropped with the last one).
     pub crypt: Option<NodeCrypt>,
     /// Format 3: the record and tag state while handles are open (see

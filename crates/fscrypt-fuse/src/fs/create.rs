@@ -358,6 +358,7 @@ impl EncryptedFs {
             inode,
             append: flags & libc::O_APPEND != 0,
             write: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            flushes: false,
         });
         Ok((attr, fh))
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use fuser::{FileAttr, FileType, FopenFlags};
 
+use super::size::SizeStore;
 use super::{Caller, EncryptedFs, FsStats, SetAttr, Sharing};
 use crate::backend::Backend;
 use crate::error::Result;
@@ -48,6 +49,21 @@ pub(crate) fn open_flags(flags: i32) -> FopenFlags {
         FopenFlags::FOPEN_DIRECT_IO
     } else {
         FopenFlags::empty()
+    }
+}
+
+impl EncryptedFs {
+    /// The FOPEN_* reply flags of a file handle opened with `flags`
+    /// (`created`: by CREATE): [`open_flags`], and `FOPEN_NOFLUSH` for a
+    /// format 3 handle whose closes need no FLUSH ([`EncryptedFs::flushes`];
+    /// Linux 5.17 and later honour it, older kernels send FLUSH anyway,
+    /// which then ends the session as for any handle).
+    fn fopen_flags(&self, flags: i32, created: bool) -> FopenFlags {
+        let mut f = open_flags(flags);
+        if self.sizes() == SizeStore::Tagged && !self.flushes(flags, created) {
+            f |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        f
     }
 }
 
@@ -162,7 +178,8 @@ impl Backend for EncryptedFs {
     }
 
     fn open(&self, i: InodeNo, flags: i32) -> Result<(FileHandle, FopenFlags)> {
-        Ok((EncryptedFs::open(self, i, flags)?, open_flags(flags)))
+        let h = EncryptedFs::open(self, i, flags)?;
+        Ok((h, self.fopen_flags(flags, false)))
     }
 
     fn read(
@@ -252,7 +269,7 @@ impl Backend for EncryptedFs {
         caller: Caller,
     ) -> Result<(FileAttr, FileHandle, FopenFlags)> {
         let (a, h) = EncryptedFs::create(self, parent, name, mode, flags, caller)?;
-        Ok((a, h, open_flags(flags)))
+        Ok((a, h, self.fopen_flags(flags, true)))
     }
 
     fn fallocate(&self, h: FileHandle, offset: u64, length: u64, mode: i32) -> Result<()> {

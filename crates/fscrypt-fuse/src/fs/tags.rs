@@ -29,7 +29,7 @@ use fscrypt_vault::integrity::units::{
 };
 
 use crate::error::{Corruption, Error, Result};
-use crate::inodes::{Inode, Kind, Link};
+use crate::inodes::{FileState, Inode, Kind, Link};
 use crate::layout::{BackingName, HEADER_SIZE, HEADER_USED, Header, HeaderKind};
 
 use super::backing::open_entry;
@@ -238,7 +238,7 @@ impl EncryptedFs {
             &nonce,
         )
         .map_err(|e| Error::Corrupt(Corruption::BadRecord(e)))?;
-        let leftover = record.flags & FLAG_WRITING != 0;
+        let leftover = record.session_open();
         let t = TaggedFile {
             nonce,
             record,
@@ -338,9 +338,12 @@ impl EncryptedFs {
     }
 
     /// Before the first change of an open session: the generation + 1 and
-    /// the writing flag, in the record, then in this machine's memory (a
-    /// file in its first session since this mount created it: the flag
-    /// only).
+    /// the writing flag, in the record, then in this machine's memory. A
+    /// file in its first session since this mount created it keeps
+    /// generation 1, and while its stored record is still the creation
+    /// record (which counts as an open session,
+    /// [`FileRecord::session_open`]) nothing is written: the flag is set
+    /// in memory only, for any record written before the session ends.
     ///
     /// # Errors
     /// Backing errors.
@@ -351,8 +354,11 @@ impl EncryptedFs {
         if !t.fresh {
             t.record.generation += 1;
         }
+        let stored_open = t.fresh && t.record.session_open();
         t.record.flags |= FLAG_WRITING;
-        self.write_record(f, t)?;
+        if !stored_open {
+            self.write_record(f, t)?;
+        }
         t.session = true;
         if t.fresh {
             return Ok(());
@@ -366,18 +372,42 @@ impl EncryptedFs {
         Ok(())
     }
 
-    /// At the last close: the writing flag cleared, if this mount set it.
+    /// At a close (FLUSH, the last release): the writing flag cleared, if
+    /// this mount set it. A later change starts a new session, with a new
+    /// generation.
     ///
     /// # Errors
     /// Backing errors.
     pub(super) fn end_session(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
+        self.commit_session(f, t)?;
+        t.fresh = false;
+        Ok(())
+    }
+
+    /// After a change made while no open handle of the file gets FLUSH
+    /// (`FileState::flushers` is 0: handles of a file this mount created,
+    /// read-only ones, none at all): no close will end the session before
+    /// it returns, so the change ends it (the size and the cleared flag in
+    /// one record). A created file keeps its first session's generation
+    /// across such changes.
+    ///
+    /// # Errors
+    /// Backing errors.
+    pub(super) fn end_unflushed(&self, f: &File, st: &mut FileState) -> Result<()> {
+        match st.tagged.as_deref_mut() {
+            Some(t) if st.flushers == 0 => self.commit_session(f, t),
+            _ => Ok(()),
+        }
+    }
+
+    /// The session's record: its size, the writing flag cleared.
+    fn commit_session(&self, f: &File, t: &mut TaggedFile) -> Result<()> {
         if !t.session {
             return Ok(());
         }
         t.record.flags &= !FLAG_WRITING;
         self.write_record(f, t)?;
         t.session = false;
-        t.fresh = false;
         Ok(())
     }
 
@@ -697,7 +727,7 @@ impl EncryptedFs {
         let name = std::str::from_utf8(name).map_err(|_| Error::InvalidName)?;
         let f = File::from(open_entry(dir, name, OFlags::RDWR, Mode::empty())?);
         let (_, t) = self.load_record(&f)?;
-        if t.record.flags & FLAG_WRITING == 0 {
+        if !t.record.session_open() {
             return Ok(false);
         }
         self.trim_leftovers(&f, &t)

@@ -75,8 +75,10 @@ pub enum RecordError {
 
 impl FileRecord {
     /// A new file's first record: size 0, generation 1, bound to one name,
-    /// complete (no writing flag: an empty file has nothing to tear; its
-    /// first write opens a write session).
+    /// without the writing flag (an empty file has nothing to tear). It
+    /// counts as an open write session all the same
+    /// ([`FileRecord::session_open`]): the file's first units are written
+    /// with no record before them.
     pub fn new(binding: [u8; BINDING_SIZE]) -> FileRecord {
         FileRecord {
             seq: 1,
@@ -188,6 +190,16 @@ impl FileRecord {
             (None, Some(y)) => Ok((y, RECORD_A)),
             (None, None) => Err(RecordError::NoneValid),
         }
+    }
+
+    /// Whether a write session may have left units or slots past the size
+    /// (`docs/vault-format.md` §4b.4, §4b.5): the record has
+    /// [`FLAG_WRITING`], or is a new file's first (sequence 1, size 0),
+    /// before which nothing is written at the file's first change. A
+    /// backing file longer than the size's hint is then a crash's
+    /// leftover (the size wins), not tampering.
+    pub fn session_open(&self) -> bool {
+        self.flags & FLAG_WRITING != 0 || (self.seq == 1 && self.size == 0)
     }
 
     /// Whether `binding` is one of this file's names (always, once the

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::integrity::record::{FLAG_WRITING, FileRecord, RECORD_A, RECORD_B, RECORD_SPACE};
+use crate::integrity::record::{FileRecord, RECORD_A, RECORD_B, RECORD_SPACE};
 use crate::integrity::units::{self, GROUP_UNITS, SLOT_PAIR_SIZE, SlotPair, TAG_BLOCK_SIZE};
 use crate::integrity::{IntegrityKeys, MacKind};
 
@@ -127,7 +127,7 @@ fn check_contents(
     let hint = units::len_for_size(record.size, du);
     let length = match hint {
         Some(h) if h == len => Length::Hint,
-        Some(h) if len > h && record.flags & FLAG_WRITING != 0 => Length::Leftover { hint: h },
+        Some(h) if len > h && record.session_open() => Length::Leftover { hint: h },
         h => Length::Bad { hint: h },
     };
     let mut c = Contents {

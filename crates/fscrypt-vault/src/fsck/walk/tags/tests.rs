@@ -9,6 +9,7 @@ use test_support::TempDir;
 
 use super::*;
 use crate::fsck::{Options, Report, check};
+use crate::integrity::record::FLAG_WRITING;
 use crate::integrity::units::Slot;
 
 const DU: u64 = 4096;
@@ -369,6 +370,37 @@ fn a_crash_leftover_length_is_cut_back_to_the_hint() {
         .read_exact_at(&mut slots, units::slot_pair_offset(3, DU).unwrap())
         .unwrap();
     assert_eq!(slots, [0u8; 64], "the cut units' slots are cleared");
+    assert_eq!(mine(&v.fsck(false)), vec![]);
+}
+
+#[test]
+fn a_new_files_first_units_without_a_record_are_a_leftover() {
+    // A file's first write session writes no record before its first
+    // units (its creation record counts as open): a crash after them
+    // leaves units past size 0 under the creation record, cut by repair.
+    let v = vault();
+    v.file("n", 0, &[], &["n"], 0);
+    let p = v.path("n");
+    let f = open_rw(&p);
+    f.write_all_at(&[0x55; DU as usize], units::unit_offset(0, DU).unwrap())
+        .unwrap();
+    f.write_all_at(&[0x66; 32], units::slot_pair_offset(0, DU).unwrap())
+        .unwrap();
+    drop(f);
+    let r = v.fsck(false);
+    assert_eq!(
+        mine(&r),
+        vec![(Kind::ExcessDataUnits, None, Some("/n".into()), false)]
+    );
+    let r = v.fsck(true);
+    assert_eq!(
+        mine(&r),
+        vec![(Kind::ExcessDataUnits, None, Some("/n".into()), true)]
+    );
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().len(),
+        units::len_for_size(0, DU).unwrap()
+    );
     assert_eq!(mine(&v.fsck(false)), vec![]);
 }
 
