@@ -20,6 +20,15 @@ page cache dropped before every read measurement:
   9. the FUSE daemon's memory after creating N more files (empty, 10 per
      cent per directory, N = 100,000; quick 10,000) with the page cache
      dropped, and after removing them again (rm -rf, caches dropped): VmRSS
+ 10. reading the whole tree of workload 5 back (cold, `tar c | cat`): seconds
+Reverse views (issue 24: fscrypt-rs-reverse, gocryptfs-reverse): the tree of
+workload 5 extracted as plaintext on the image, an encrypted read-only view
+of it mounted (`mount --reverse`, `gocryptfs -reverse`), then per rep:
+ R1. `rsync -a` of the view into an empty backup directory (cold), a second
+     `rsync -a` with nothing changed, and one after one plaintext file grew
+     by a byte: seconds, and rsync's own count of files and bytes sent
+ R2. reading the whole view (cold, `tar c | cat`): seconds, beside
+     workload 10 on the forward mount (issue 24's >= 0.8x gate)
 CPU: user+sys seconds of the workload (this process and its children), plus
 the FUSE daemon (/proc/<pid>/stat), plus kernel threads (kworkers doing
 kernel fscrypt's and the loop device's work).
@@ -421,8 +430,59 @@ class Securefs(Fs):
         return mnt
 
 
+class ReverseView(Fs):
+    """A read-only encrypted view of a plaintext tree (for backups). setup()
+    extracts workload 5's tree as plaintext on the image and mounts the view
+    of it; run_reverse_workloads() measures rsync of the view."""
+
+    fuse, reverse = True, True
+
+    def setup(self):
+        self.plain = os.path.join(self.ctx.img_mnt, f"{self.key}.plain")
+        os.makedirs(self.plain)
+        run(["tar", "-xf", self.ctx.tar_path, "-C", self.plain])
+        mnt = os.path.join(self.ctx.work, f"mnt-{self.key}")
+        os.makedirs(mnt)
+        return self.mount_view(mnt)
+
+
+class FscryptRsReverse(ReverseView):
+    key, label = "fscrypt-rs-reverse", "fscrypt-rs mount --reverse"
+
+    def mount_view(self, mnt):
+        bin_ = self.ctx.bin
+        help_ = run([bin_, "init", "--help"], check=False, capture=True).stdout
+        if "--reverse" not in help_:
+            self.skip_reason = f"`fscrypt-rs init --reverse` is not available in {bin_}"
+            return None
+        keyf = os.path.join(self.ctx.work, f"{self.key}.key")
+        run([bin_, "init", "--reverse", self.plain, "--new-key-file", keyf], capture=True)
+        self.start_daemon(
+            [bin_, "mount", "--reverse", self.plain, mnt, "--key-file", keyf,
+             "--foreground", "-o", "noio_uring"],
+            mnt, env={"FSCRYPT_RS_STATE_DIR": os.path.join(self.ctx.work, f"{self.key}.state")},
+        )
+        return mnt
+
+
+class GocryptfsReverse(ReverseView):
+    key, label = "gocryptfs-reverse", "gocryptfs -reverse"
+
+    def mount_view(self, mnt):
+        pw = os.path.join(self.ctx.work, f"{self.key}.pass")
+        with open(pw, "w") as f:
+            f.write("compare-fs benchmark password\n")
+        os.chmod(pw, 0o600)
+        run(["gocryptfs", "-init", "-reverse", "-q", "-passfile", pw, self.plain], capture=True)
+        self.start_daemon(
+            ["gocryptfs", "-reverse", "-fg", "-q", "-nosyslog", "-passfile", pw,
+             self.plain, mnt], mnt
+        )
+        return mnt
+
+
 FS_CLASSES = [PlainExt4, KernelFscrypt, FscryptRs, FscryptRsNoIntegrity, FscryptRsUring,
-              Gocryptfs, Securefs]
+              Gocryptfs, Securefs, FscryptRsReverse, GocryptfsReverse]
 
 
 # ---------------------------------------------------------------- workloads
@@ -557,6 +617,27 @@ def rm_tree(path):
         run(["rm", "-rf", path])
 
 
+def read_tree(path):
+    """Seconds to read every file under path (`tar c` into a pipe: tar
+    skips reading when its output is /dev/null)."""
+    return timed_cmd(["sh", "-c", 'tar -cf - -C "$1" . | cat > /dev/null', "sh", path])
+
+
+def rsync_stats(src, dst):
+    """(seconds, files sent, MB sent) of `rsync -a src/ dst/`, from rsync's
+    --stats (regular files transferred, total transferred file size)."""
+    t0 = time.perf_counter()
+    out = run(["rsync", "-a", "--stats", src + "/", dst + "/"], capture=True).stdout
+    secs = time.perf_counter() - t0
+    stats = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(":")
+        stats[k.strip()] = v.strip().split(" ")[0].replace(",", "")
+    files = int(stats["Number of regular files transferred"])
+    size = int(stats["Total transferred file size"])
+    return secs, files, size / 1e6
+
+
 # metric key -> (label, unit, higher is better)
 def metric_defs(p):
     n1, n2 = p["create_n"]
@@ -580,6 +661,16 @@ def metric_defs(p):
         ("daemon_hwm", "FUSE daemon peak RSS (VmHWM)", "MiB", False),
         ("rss_created", f"FUSE daemon RSS, {p['churn_n']} files created", "MiB", False),
         ("rss_removed", f"FUSE daemon RSS, {p['churn_n']} files removed", "MiB", False),
+        ("tree_read", f"read the {p['tar_mb']:.0f} MB tree (cold)", "s", False),
+        ("rsync_1", "reverse: rsync -a view, first (cold)", "s", False),
+        ("rsync_1_files", "reverse: files sent, first rsync", "files", False),
+        ("rsync_1_mb", "reverse: MB sent, first rsync", "MB", False),
+        ("rsync_2", "reverse: rsync again, no change", "s", False),
+        ("rsync_2_files", "reverse: files sent, no change", "files", False),
+        ("rsync_2_mb", "reverse: MB sent, no change", "MB", False),
+        ("rsync_3", "reverse: rsync after 1 file changed", "s", False),
+        ("rsync_3_files", "reverse: files sent, 1 file changed", "files", False),
+        ("rsync_3_mb", "reverse: MB sent, 1 file changed", "MB", False),
     ]
 
 
@@ -665,6 +756,10 @@ def run_workloads(fs, d, p, reps, meter, results, progress):
         record("du_s", secs, CpuMeter.delta(a, meter.snap()))
         drop_caches()
         a = meter.snap()
+        secs = read_tree(dst)
+        record("tree_read", secs, CpuMeter.delta(a, meter.snap()))
+        drop_caches()
+        a = meter.snap()
         secs = timed_cmd(["rm", "-rf", dst])
         record("rm_rf", secs, CpuMeter.delta(a, meter.snap()))
         os.sync()
@@ -748,6 +843,42 @@ def run_workloads(fs, d, p, reps, meter, results, progress):
         p["trim"]()
 
 
+def run_reverse_workloads(fs, view, p, reps, meter, results, progress):
+    """Workloads R1 and R2 (module doc) on a reverse view of fs.plain."""
+
+    def record(metric, value, cpu):
+        results.setdefault(metric, {"values": [], "cpu": []})
+        results[metric]["values"].append(value)
+        results[metric]["cpu"].append(cpu)
+
+    zero = {"workload": 0.0, "daemon": 0.0, "kthreads": 0.0, "total": 0.0}
+    # One plaintext file to change: the largest, so that its view shows it.
+    victim = max((os.path.join(dp, f) for dp, _, fs_ in os.walk(fs.plain) for f in fs_
+                  if not f.startswith(".") and os.path.isfile(os.path.join(dp, f))),
+                 key=os.path.getsize)
+    for r in range(reps):
+        backup = os.path.join(fs.ctx.img_mnt, f"{fs.key}.backup")
+        os.mkdir(backup)
+        for n in (1, 2, 3):
+            progress(f"rsync {n}/3, rep {r + 1}/{reps}")
+            if n == 3:
+                with open(victim, "ab") as f:
+                    f.write(b"x")
+            drop_caches()
+            a = meter.snap()
+            secs, files, mb = rsync_stats(view, backup)
+            record(f"rsync_{n}", secs, CpuMeter.delta(a, meter.snap()))
+            record(f"rsync_{n}_files", files, zero)
+            record(f"rsync_{n}_mb", mb, zero)
+        rm_tree(backup)
+        os.sync()
+        progress(f"read the view, rep {r + 1}/{reps}")
+        drop_caches()
+        a = meter.snap()
+        secs = read_tree(view)
+        record("tree_read", secs, CpuMeter.delta(a, meter.snap()))
+
+
 # ---------------------------------------------------------------- setup
 def ensure_packages(fio_wanted):
     need = []
@@ -759,6 +890,7 @@ def ensure_packages(fio_wanted):
         ("losetup", "mount"),
         ("tar", "tar"),
         ("cc", "gcc"),
+        ("rsync", "rsync"),
     ]:
         if not shutil.which(cmd):
             need.append(pkg)
@@ -820,6 +952,8 @@ def fmt(v, unit):
         return "-"
     if unit == "s":
         return f"{v:.3f}"
+    if unit == "files":
+        return f"{v:,.0f}"
     if v >= 1000:
         return f"{v:,.0f}"
     return f"{v:.1f}"
@@ -850,9 +984,11 @@ def render(report):
     pairs = [("fscrypt-rs", "fscrypt-rs-v2"),
              ("fscrypt-rs", "gocryptfs"), ("fscrypt-rs", "securefs"),
              ("fscrypt-rs-uring", "gocryptfs"), ("fscrypt-rs-uring", "securefs"),
-             ("fscrypt-rs-uring", "kernel")]
+             ("fscrypt-rs-uring", "kernel"),
+             ("fscrypt-rs-reverse", "gocryptfs-reverse"), ("fscrypt-rs-reverse", "fscrypt-rs")]
     pairs = [(a, b) for a, b in pairs if a in names and b in names]
-    short = {"fscrypt-rs": "rs", "fscrypt-rs-uring": "rs-uring", "fscrypt-rs-v2": "rs-v2"}
+    short = {"fscrypt-rs": "rs", "fscrypt-rs-uring": "rs-uring", "fscrypt-rs-v2": "rs-v2",
+             "fscrypt-rs-reverse": "rs-rev", "gocryptfs-reverse": "gocryptfs-rev"}
     head = ["workload", "unit"] + names + [f"{short[a]}/{short.get(b, b)}" for a, b in pairs]
     rows = []
     for key, label, unit, higher in defs:
@@ -883,6 +1019,8 @@ def render(report):
         "ratios: >1 means fscrypt-rs is better (faster, more files/s); rs = on /dev/fuse, "
         "rs-uring = through FUSE over io_uring, both authenticated (data format 3); "
         "rs/rs-v2 = what authentication costs (format 3 against --no-integrity); "
+        "rs-rev = the reverse view (its 'read the tree' against the forward mount's: "
+        "rs-rev/rs); "
         "median of reps, (min..max) when reps > 1."
     )
     cpu_lines = ["", "CPU seconds (median per rep: workload + FUSE daemon + kernel threads):"]
@@ -977,7 +1115,8 @@ def main():
     ap.add_argument("--reps", type=int, help="repetitions per workload (default 3; quick 1)")
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "compare-fs-results"),
                     help="directory for the .txt/.csv/.json results")
-    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,fscrypt-rs-v2,fscrypt-rs-uring,gocryptfs,securefs")
+    ap.add_argument("--only", help="comma-separated subset: ext4,kernel,fscrypt-rs,fscrypt-rs-v2,"
+                    "fscrypt-rs-uring,gocryptfs,securefs,fscrypt-rs-reverse,gocryptfs-reverse")
     ap.add_argument("--bin", help="fscrypt-rs binary (default: cargo build --release)")
     ap.add_argument("--no-fio", action="store_true", help="use the built-in random-read loop")
     ap.add_argument("--image-gib", type=float, help="size of the ext4 image (default 3, quick 1)")
@@ -1049,6 +1188,7 @@ def main():
         log("building the tar of small files")
         tar, nfiles, tbytes = build_tar(ctx.work, p["tar_target"])
         p["tar_path"], p["tar_files"], p["tar_mb"] = tar, nfiles, tbytes / 1e6
+        ctx.tar_path = tar
         report["params"] = {k: v for k, v in p.items()
                             if k not in ("tar_path", "trim", "seed_bin")}
         img = os.path.join(ctx.work, "ext4.img")
@@ -1098,7 +1238,10 @@ def main():
 
             a = meter.snap()
             try:
-                run_workloads(fs, d, p, reps, meter, results, progress)
+                if getattr(fs, "reverse", False):
+                    run_reverse_workloads(fs, d, p, reps, meter, results, progress)
+                else:
+                    run_workloads(fs, d, p, reps, meter, results, progress)
             except (subprocess.CalledProcessError, RuntimeError, OSError) as e:
                 entry["error"] = str(e)
                 log(f"ERROR {fs.key}: {e}")
