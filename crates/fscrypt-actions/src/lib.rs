@@ -17,6 +17,7 @@
 //! | [`create`] | encrypting a directory: protector, policy, key, policy set, undone on failure |
 //! | [`login`] | login protectors at login: unlock, lock, re-wrap (the PAM module's flow) |
 //! | [`metadata`] | metadata management: create, destroy, link and re-key protectors and policies; dump (`fscrypt-rs metadata`) |
+//! | [`offline`] | unlocking an unmounted filesystem (an image) from its metadata given as bytes: choose, open, unwrap every policy |
 //! | [`setup`] | the global config (calibrated costs) and a filesystem's `.fscrypt` (`fscrypt-rs setup`) |
 //! | [`convert`] | in-place, resumable conversion of a non-empty directory (`encrypt --convert`) |
 //! | [`pam_auth`] | checking a login password through PAM (`dlopen`ed libpam) |
@@ -32,6 +33,7 @@ pub mod error;
 pub mod keyring;
 pub mod login;
 pub mod metadata;
+pub mod offline;
 pub mod pam_auth;
 pub mod policy;
 pub mod protector;

@@ -468,6 +468,11 @@ pub fn encode_protector(p: &ProtectorData) -> Vec<u8> {
     p.encode_to_vec()
 }
 
+/// A policy file's bytes, as written (no checks, as [`encode_protector`]).
+pub fn encode_policy(p: &PolicyData) -> Vec<u8> {
+    p.encode_to_vec()
+}
+
 /// Decodes and checks a protector file's bytes.
 ///
 /// # Errors

@@ -86,7 +86,11 @@ pub enum ImageError {
     #[error("{0}: not a directory")]
     NotADirectory(String),
     /// The object's key was not supplied.
-    #[error("{path}: encrypted with key {key}, which was not given; pass it with --key-file")]
+    #[error(
+        "{path}: encrypted with key {key}, which was not given; pass it with --key-file, or \
+         unlock the image's google/fscrypt metadata with --passfile, --extpass, --unlock-with \
+         or --user"
+    )]
     NoKey {
         /// The object (as shown).
         path: String,

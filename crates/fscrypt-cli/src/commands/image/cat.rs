@@ -30,5 +30,6 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     contents.copy_to(&mut out)?;
     out.flush()?;
+    args.image.warn_unmatched(&img);
     Ok(ExitCode::SUCCESS)
 }

@@ -93,6 +93,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     };
     let report = extract::extract(&img, &node, &shown, &dest, opts, &mut progress)?;
     bar.finish_and_clear();
+    args.image.warn_unmatched(&img);
     for (p, why) in &report.skipped {
         eprintln!("fscrypt-rs: skipped {p}: {why}");
     }

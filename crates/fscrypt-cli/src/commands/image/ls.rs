@@ -186,6 +186,7 @@ fn exec_inner(args: &Args) -> anyhow::Result<ExitCode> {
         writeln!(l.out, "{}", serde_json::to_string_pretty(&v)?)?;
     }
     l.out.flush()?;
+    args.image.warn_unmatched(&img);
     Ok(if l.errors == 0 {
         ExitCode::SUCCESS
     } else {

@@ -5,23 +5,29 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use fscrypt_ext4::image::{Image, KeySet};
+use fscrypt_metadata::actions::PolicyKey;
 
 pub mod cat;
 pub mod extract;
 pub mod info;
 pub mod ls;
 pub mod mount;
+pub mod unlock;
 
 /// Arguments of `fscrypt-rs image`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Read a kernel-encrypted ext4 image or block device offline (read-only): info, ls, \
-             cat, extract, or mount it through FUSE",
+    about = "Read a kernel-encrypted ext4 image or block device offline (read-only), with raw \
+             keys or its google/fscrypt passphrases: info, ls, cat, extract, or mount it \
+             through FUSE",
     long_about = "Read an ext4 image file or block device without the kernel: list, print and \
                   extract files of encrypted directories, or mount the whole image read-only \
                   through FUSE (image mount), with the master keys given \
                   (--key-file, --key-dir; v2 key identifiers and v1 descriptors are matched \
-                  automatically). Directories whose key is not given show the kernel's no-key \
+                  automatically), or unlocked with the image's google/fscrypt metadata \
+                  (/.fscrypt, and --metadata DIR for a login protector on another filesystem) \
+                  and a passphrase (--passfile, --extpass, the terminal), a chosen protector \
+                  (--unlock-with ID) or a user's login password (--user NAME). Directories whose key is not given show the kernel's no-key \
                   names. The image is opened read-only and never modified.\n\nSupported: v1 and \
                   v2 policies with AES-256-XTS/AES-256-CTS (and the other modes without \
                   IV_INO_LBLK flags the format crate implements), 1 and 4 KiB blocks, extents and \
@@ -66,11 +72,18 @@ pub struct ImageArgs {
     /// A directory of key files (every regular file in it).
     #[arg(long = "key-dir", value_name = "DIR")]
     pub key_dirs: Vec<PathBuf>,
+    /// Unlocking with the google/fscrypt metadata (a passphrase, a login
+    /// password, a protector's raw key) instead of raw master keys.
+    #[command(flatten)]
+    pub unlock: unlock::UnlockArgs,
 }
 
 impl ImageArgs {
-    /// Load the keys and open the image.
-    pub fn open(&self) -> anyhow::Result<Image> {
+    /// The raw keys of `--key-file` and `--key-dir`.
+    ///
+    /// # Errors
+    /// A bad key file or directory.
+    pub fn raw_keys(&self) -> anyhow::Result<KeySet> {
         let mut keys = KeySet::new();
         for f in &self.key_files {
             keys.add_file(f)?;
@@ -78,7 +91,51 @@ impl ImageArgs {
         for d in &self.key_dirs {
             keys.add_dir(d)?;
         }
-        Ok(Image::open(&self.image, keys)?)
+        Ok(keys)
+    }
+
+    /// The raw keys, and the policy keys the google/fscrypt metadata
+    /// gives ([`unlock::UnlockArgs::policy_keys`], also in the set).
+    ///
+    /// # Errors
+    /// A bad key file, the metadata's one-line reasons.
+    pub fn key_set(&self) -> anyhow::Result<(KeySet, Vec<(String, PolicyKey)>)> {
+        let mut keys = self.raw_keys()?;
+        let raw_given = !self.key_files.is_empty() || !self.key_dirs.is_empty();
+        let unlocked = self.unlock.policy_keys(&self.image, raw_given)?;
+        for (name, key) in &unlocked {
+            keys.add_raw(&key[..], &unlock::policy_source(&self.image, name))?;
+        }
+        Ok((keys, unlocked))
+    }
+
+    /// After a command (`ls`, `cat`, `extract`): one warning on stderr per
+    /// key file that no object the command read was encrypted with (a
+    /// wrong key file is otherwise silent: its directories just stay
+    /// locked). `image info` checks the whole image.
+    pub fn warn_unmatched(&self, img: &Image) {
+        for k in img.keys().keys().iter().filter(|k| !k.matched()) {
+            let given = self.key_files.contains(&k.source)
+                || self.key_dirs.iter().any(|d| k.source.starts_with(d));
+            if given {
+                eprintln!(
+                    "warning: key file {}: nothing this command read is encrypted with it \
+                     (identifier {}, v1 descriptor {}); `fscrypt-rs image info` lists the \
+                     image's policies",
+                    k.source.display(),
+                    k.identifier,
+                    k.named_descriptor.unwrap_or(k.descriptor)
+                );
+            }
+        }
+    }
+
+    /// Load the keys ([`Self::key_set`]) and open the image.
+    ///
+    /// # Errors
+    /// A bad key file, the metadata's one-line reasons, the image's.
+    pub fn open(&self) -> anyhow::Result<Image> {
+        Ok(Image::open(&self.image, self.key_set()?.0)?)
     }
 }
 
@@ -101,13 +158,15 @@ pub fn mode_string(mode: u16) -> String {
     s
 }
 
-/// Runs `fscrypt-rs image`.
+/// Runs `fscrypt-rs image` (a failure of the metadata unlocking exits
+/// with the google/fscrypt commands' status for it, e.g. 12 for a wrong
+/// passphrase: [`crate::support::gfs::report`]).
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
-    match args.command {
+    crate::support::gfs::report(false, || match args.command {
         Sub::Info(a) => info::exec(a),
         Sub::Ls(a) => ls::exec(a),
         Sub::Cat(a) => cat::exec(a),
         Sub::Extract(a) => extract::exec(a),
         Sub::Mount(a) => mount::exec(a),
-    }
+    })
 }

@@ -5,16 +5,22 @@
 //! As `fscrypt-rs mount`: the parent opens the image with the keys (so a
 //! bad image or key file is reported by its exit code), then re-runs itself
 //! as the daemon (`--foreground`, new session, its error messages on a pipe
-//! from its stdout; the daemon reads the same key files itself) and waits
+//! from its stdout; the daemon reads the same key files itself, and the
+//! policy keys the parent unwrapped from google/fscrypt metadata on a pipe
+//! from its stdin, never on its command line) and waits
 //! until the mount shows up or the daemon exits. `-f` serves in the
 //! foreground. Unmount with `fscrypt-rs unmount MOUNTPOINT` or
 //! `fusermount3 -u MOUNTPOINT`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, bail};
+use fscrypt_ext4::image::Image;
+use fscrypt_metadata::actions::PolicyKey;
+use fscrypt_metadata::proto::POLICY_KEY_LEN;
+use zeroize::Zeroizing;
 
 use crate::commands::mount::{mount_count, open_log_file, wait_for_mount};
 use crate::support::secret;
@@ -49,6 +55,10 @@ pub struct Args {
     /// checked (inherited), so the daemon never looks the path up again.
     #[arg(long, hide = true)]
     pub mountpoint_fd: Option<i32>,
+    /// Internal: the daemon reads policy keys (64 bytes each, until end of
+    /// file) from stdin, unwrapped by the parent from the metadata.
+    #[arg(long, hide = true)]
+    pub policy_keys_stdin: bool,
 }
 
 #[derive(Debug, Default)]
@@ -91,7 +101,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(
             match mp
                 .map_err(anyhow::Error::from)
-                .and_then(|mp| serve(&args, &mp))
+                .and_then(|mp| serve(&args, &mp, daemon_image(&args)?))
             {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -106,19 +116,38 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("image {}", args.image.image.display()))?;
     let mountpoint =
         crate::support::mounts::check_mountpoint(&image, &args.mountpoint, args.nonempty)?;
-    // Refuse a bad image or key file here, before any daemon.
-    drop(args.image.open()?);
+    // Refuse a bad image, key file or secret here, before any daemon.
+    let (keys, unlocked) = args.image.key_set()?;
+    let img = Image::open(&args.image.image, keys)?;
     crate::commands::mount::pause_for_tests();
     if args.foreground {
-        serve(&args, &mountpoint)?;
+        serve(&args, &mountpoint, img)?;
         return Ok(ExitCode::SUCCESS);
     }
-    spawn_daemon(&args, &image, &mountpoint)
+    drop(img);
+    spawn_daemon(&args, &image, &mountpoint, &unlocked)
 }
 
-fn serve(args: &Args, mountpoint: &fscrypt_fuse::MountPoint) -> anyhow::Result<()> {
+/// The daemon's image: the key files again, and the policy keys the
+/// parent sends on stdin.
+fn daemon_image(args: &Args) -> anyhow::Result<Image> {
+    let mut keys = args.image.raw_keys()?;
+    if args.policy_keys_stdin {
+        let mut key = Zeroizing::new([0u8; POLICY_KEY_LEN]);
+        let mut stdin = std::io::stdin().lock();
+        for i in 0.. {
+            match stdin.read_exact(&mut key[..]) {
+                Ok(()) => keys.add_raw(&key[..], Path::new(&format!("policy key {i}")))?,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(e).context("reading the policy keys from the parent"),
+            }
+        }
+    }
+    Ok(Image::open(&args.image.image, keys)?)
+}
+
+fn serve(args: &Args, mountpoint: &fscrypt_fuse::MountPoint, img: Image) -> anyhow::Result<()> {
     let opts = parse_options(&args.options)?;
-    let img = args.image.open()?;
     let fs_name = opts
         .fs_name
         .clone()
@@ -143,6 +172,7 @@ fn spawn_daemon(
     args: &Args,
     image: &Path,
     mp: &fscrypt_fuse::MountPoint,
+    unlocked: &[(String, PolicyKey)],
 ) -> anyhow::Result<ExitCode> {
     let mountpoint = mp.path();
     let before = mount_count(mountpoint)?;
@@ -174,9 +204,24 @@ fn spawn_daemon(
         Some(path) => Stdio::from(open_log_file(path)?),
         None => Stdio::null(),
     };
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
-    let child = cmd.spawn().context("starting the mount daemon")?;
+    if !unlocked.is_empty() {
+        cmd.arg("--policy-keys-stdin");
+    }
+    cmd.stdin(if unlocked.is_empty() {
+        Stdio::null()
+    } else {
+        Stdio::piped()
+    })
+    .stdout(Stdio::piped())
+    .stderr(log);
+    let mut child = cmd.spawn().context("starting the mount daemon")?;
     drop(inherited);
+    if let Some(mut pipe) = child.stdin.take() {
+        for (_, key) in unlocked {
+            pipe.write_all(&key[..])
+                .context("sending the policy keys to the mount daemon")?;
+        }
+    }
     wait_for_mount(child, mp, before)
 }
 
