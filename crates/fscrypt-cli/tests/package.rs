@@ -64,6 +64,97 @@ fn commands() -> Vec<String> {
         .collect()
 }
 
+/// The shell script run in a private mount namespace by
+/// [`pam_auth_update_takes_the_profile`]: copies of the directories
+/// pam-auth-update reads and writes are bind-mounted over the real ones
+/// (each checked to be a mount point before anything runs), so the
+/// machine's PAM stack, its saved state and debconf's database are never
+/// touched. A stand-in for libpam-fscrypt's profile (`fscrypt`, enabled)
+/// is there first; enabling ours must turn it off (`Conflicts:`).
+const PAM_AUTH_UPDATE_SCRIPT: &str = r#"set -eu
+scratch=$1
+profile=$2
+for d in /etc/pam.d /usr/share/pam-configs /var/lib/pam /var/cache/debconf; do
+    copy=$scratch/copy$(echo "$d" | tr / _)
+    cp -a "$d" "$copy"
+    mount --bind "$copy" "$d"
+    mountpoint -q "$d" || { echo "bind mount over $d failed" >&2; exit 99; }
+done
+printf 'Name: fscrypt PAM passphrase support\nDefault: yes\nPriority: 0\nAuth-Type: Additional\nAuth-Final:\n\toptional\tpam_fscrypt.so\n' \
+    >/usr/share/pam-configs/fscrypt
+cp "$profile" /usr/share/pam-configs/fscrypt-rs
+export DEBIAN_FRONTEND=noninteractive
+pam-auth-update --package >/dev/null 2>&1
+echo "== installed"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
+pam-auth-update --enable fscrypt-rs >/dev/null 2>&1
+echo "== enabled"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
+pam-auth-update --disable fscrypt-rs >/dev/null 2>&1
+echo "== disabled"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
+"#;
+
+/// The packaged profile through the real `pam-auth-update`, inside
+/// `unshare -m` over copies of its directories: off after installation,
+/// its three lines once enabled (google/fscrypt's profile turned off),
+/// none once disabled. Skipped loudly without root, `unshare` or
+/// `pam-auth-update`.
+fn pam_auth_update_takes_the_profile(profile: &Path, tmp: &TempDir) {
+    let t = "package_pam_auth_update";
+    if !test_support::skip::is_root() {
+        test_support::skip::skip(t, "needs root for a private mount namespace");
+        return;
+    }
+    if !Path::new("/usr/sbin/pam-auth-update").is_file()
+        || !test_support::skip::command_exists("unshare", &["--version"])
+    {
+        test_support::skip::skip(t, "pam-auth-update (libpam-runtime) or unshare is missing");
+        return;
+    }
+    let scratch = tmp.sub("pam-auth-update");
+    let mut c = Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "bash", "-c"])
+        .arg(PAM_AUTH_UPDATE_SCRIPT)
+        .arg("bash")
+        .arg(&scratch)
+        .arg(profile);
+    let o = test_support::run::output(&mut c, b"");
+    assert!(o.status.success(), "pam-auth-update: {}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let part = |name: &str| -> String {
+        out.split(&format!("== {name}\n"))
+            .nth(1)
+            .unwrap_or_default()
+            .split("== ")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let installed = part("installed");
+    assert!(
+        !installed.contains("pam_fscrypt_rs.so") && installed.contains("pam_fscrypt.so"),
+        "installing enabled the profile (it is Default: no):\n{installed}"
+    );
+    let enabled = part("enabled");
+    for l in [
+        "auth\toptional\tpam_fscrypt_rs.so",
+        "session\toptional\tpam_fscrypt_rs.so lock_policies",
+        "password\toptional\tpam_fscrypt_rs.so",
+    ] {
+        assert!(
+            enabled.contains(l),
+            "{l:?} missing once enabled:\n{enabled}"
+        );
+    }
+    assert!(
+        !enabled.contains("pam_fscrypt.so"),
+        "google/fscrypt's module stayed enabled beside ours:\n{enabled}"
+    );
+    assert!(
+        !part("disabled").contains("pam_fscrypt_rs.so"),
+        "disabling left lines:\n{}",
+        part("disabled")
+    );
+}
+
 #[test]
 fn build_deb_packages_binary_pam_module_profile_docs_and_completions() {
     let t = "package";
@@ -190,6 +281,7 @@ fn build_deb_packages_binary_pam_module_profile_docs_and_completions() {
     ] {
         assert!(profile.contains(l), "{l:?} missing:\n{profile}");
     }
+    pam_auth_update_takes_the_profile(&root.join("usr/share/pam-configs/fscrypt-rs"), &tmp);
     // The module is where the profile's bare name finds it: the directory
     // of this system's pam_unix.so, and stripped.
     let module = list
