@@ -18,6 +18,7 @@ use test_support::loopfs::LoopExt4;
 use test_support::skip::tool_available;
 use test_support::tempdir::TempDir;
 
+mod habits;
 mod login;
 mod metadata;
 
