@@ -136,14 +136,27 @@ fi
 EOF
 chmod 0755 "$pkg/DEBIAN/prerm" "$pkg/DEBIAN/postinst"
 
+# Shared libraries the two binaries need (dpkg-shlibdeps reads the
+# binaries; it wants a debian/control in its working directory).
+shlibs="libc6, libgcc-s1"
+if command -v dpkg-shlibdeps >/dev/null 2>&1; then
+    mkdir -p "$stage/shl/debian"
+    printf 'Source: fscrypt-rs\n\nPackage: fscrypt-rs\nArchitecture: any\n' >"$stage/shl/debian/control"
+    found=$(cd "$stage/shl" && dpkg-shlibdeps -O "$pkg/usr/bin/fscrypt-rs" "$pkg$pam_dir/pam_fscrypt_rs.so" 2>/dev/null |
+        sed -n 's/^shlibs:Depends=//p')
+    [ -n "$found" ] && shlibs=$found
+fi
+
 size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
+# An unquoted here-document (for $version...): never a backquote or $( in
+# its text, which the shell would run.
 cat >"$pkg/DEBIAN/control" <<EOF
 Package: fscrypt-rs
 Version: $version
 Architecture: $arch
 Maintainer: fscrypt-rs developers <fscrypt-rs@localhost>
 Installed-Size: $size
-Depends: fuse3, libc6
+Depends: fuse3, $shlibs
 Suggests: libpam-runtime
 Section: admin
 Priority: optional
@@ -154,7 +167,7 @@ Description: Linux fscrypt in Rust: encrypted FUSE vaults and google/fscrypt-com
  .
  The PAM module pam_fscrypt_rs.so unlocks login-protected directories at
  login; its pam-auth-update profile is off by default (enable it with
- `pam-auth-update --enable fscrypt-rs`, instead of libpam-fscrypt's).
+ "pam-auth-update --enable fscrypt-rs", instead of libpam-fscrypt's).
 EOF
 
 mkdir -p "$out_dir"

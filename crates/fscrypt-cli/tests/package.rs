@@ -197,11 +197,22 @@ fn build_deb_packages_binary_pam_module_profile_docs_and_completions() {
     assert_eq!(field("Package").as_deref(), Some("fscrypt-rs"));
     assert_eq!(field("Version").as_deref(), Some(VERSION));
     assert_eq!(field("Architecture").as_deref(), Some(arch.as_str()));
+    // The description names the command to enable the profile (text, never
+    // run: a command substitution there would run it on this machine).
+    let info = dpkg_deb(&["-I"], &deb);
     assert!(
-        field("Depends").is_some_and(|d| d.split(", ").any(|x| x == "fuse3")),
-        "Depends: {:?}",
-        field("Depends")
+        info.contains("\"pam-auth-update --enable fscrypt-rs\""),
+        "the description lost its text:\n{info}"
     );
+    let depends = field("Depends").unwrap_or_default();
+    for dep in ["fuse3", "libc6", "libgcc-s1"] {
+        assert!(
+            depends
+                .split(", ")
+                .any(|x| x == dep || x.starts_with(&format!("{dep} ("))),
+            "Depends lacks {dep}: {depends:?}"
+        );
+    }
     assert!(field("Installed-Size").is_some_and(|s| s.parse::<u64>().is_ok_and(|n| n > 0)));
 
     // The file list: everything root-owned, the helpers are links.
