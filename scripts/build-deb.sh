@@ -79,11 +79,13 @@ ln -s ../bin/fscrypt-rs "$pkg/usr/sbin/mount.fuse.fscrypt-rs"
 install -m 0644 "$pam" "$pkg$pam_dir/pam_fscrypt_rs.so"
 strip --strip-unneeded "$pkg$pam_dir/pam_fscrypt_rs.so"
 
-# pam-auth-update profile. Off by default; conflicts with libpam-fscrypt's.
+# pam-auth-update profile. Off by default; conflicts with libpam-fscrypt's
+# (`fscrypt`, "fscrypt PAM passphrase support"), whose place in the stacks
+# it takes (the same priority, 100, and the same three lines).
 cat >"$pkg/usr/share/pam-configs/fscrypt-rs" <<'EOF'
 Name: fscrypt-rs: unlock login-protected directories at login (pam_fscrypt_rs.so; enable this or "fscrypt PAM passphrase support", not both)
 Default: no
-Priority: 0
+Priority: 100
 Conflicts: fscrypt
 Auth-Type: Additional
 Auth-Final:

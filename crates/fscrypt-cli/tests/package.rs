@@ -70,7 +70,8 @@ fn commands() -> Vec<String> {
 /// (each checked to be a mount point before anything runs), so the
 /// machine's PAM stack, its saved state and debconf's database are never
 /// touched. A stand-in for libpam-fscrypt's profile (`fscrypt`, enabled)
-/// is there first; enabling ours must turn it off (`Conflicts:`).
+/// is there first; enabling ours must turn it off (`Conflicts:`), and
+/// the README's command to switch back must work.
 const PAM_AUTH_UPDATE_SCRIPT: &str = r#"set -eu
 scratch=$1
 profile=$2
@@ -80,7 +81,7 @@ for d in /etc/pam.d /usr/share/pam-configs /var/lib/pam /var/cache/debconf; do
     mount --bind "$copy" "$d"
     mountpoint -q "$d" || { echo "bind mount over $d failed" >&2; exit 99; }
 done
-printf 'Name: fscrypt PAM passphrase support\nDefault: yes\nPriority: 0\nAuth-Type: Additional\nAuth-Final:\n\toptional\tpam_fscrypt.so\n' \
+printf 'Name: fscrypt PAM passphrase support\nDefault: yes\nPriority: 100\nAuth-Type: Additional\nAuth-Final:\n\toptional\tpam_fscrypt.so\n' \
     >/usr/share/pam-configs/fscrypt
 cp "$profile" /usr/share/pam-configs/fscrypt-rs
 export DEBIAN_FRONTEND=noninteractive
@@ -88,15 +89,15 @@ pam-auth-update --package >/dev/null 2>&1
 echo "== installed"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
 pam-auth-update --enable fscrypt-rs >/dev/null 2>&1
 echo "== enabled"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
-pam-auth-update --disable fscrypt-rs >/dev/null 2>&1
-echo "== disabled"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
+pam-auth-update --disable fscrypt-rs --enable fscrypt >/dev/null 2>&1
+echo "== switched back"; cat /etc/pam.d/common-auth /etc/pam.d/common-session /etc/pam.d/common-password
 "#;
 
 /// The packaged profile through the real `pam-auth-update`, inside
 /// `unshare -m` over copies of its directories: off after installation,
 /// its three lines once enabled (google/fscrypt's profile turned off),
-/// none once disabled. Skipped loudly without root, `unshare` or
-/// `pam-auth-update`.
+/// none once disabled with google/fscrypt's enabled again. Skipped
+/// loudly without root, `unshare` or `pam-auth-update`.
 fn pam_auth_update_takes_the_profile(profile: &Path, tmp: &TempDir) {
     let t = "package_pam_auth_update";
     if !test_support::skip::is_root() {
@@ -148,10 +149,10 @@ fn pam_auth_update_takes_the_profile(profile: &Path, tmp: &TempDir) {
         !enabled.contains("pam_fscrypt.so"),
         "google/fscrypt's module stayed enabled beside ours:\n{enabled}"
     );
+    let back = part("switched back");
     assert!(
-        !part("disabled").contains("pam_fscrypt_rs.so"),
-        "disabling left lines:\n{}",
-        part("disabled")
+        !back.contains("pam_fscrypt_rs.so") && back.contains("pam_fscrypt.so"),
+        "switching back to google/fscrypt's profile:\n{back}"
     );
 }
 
