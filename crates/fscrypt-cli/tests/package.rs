@@ -166,15 +166,43 @@ fn build_deb_packages_binary_pam_module_profile_docs_and_completions() {
     let tmp = TempDir::new(t);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-deb.sh");
     let out = tmp.sub("out");
+    // Building the package must change nothing on this machine: stand-ins
+    // for the commands that would (first on PATH) record any call.
+    let guard = tmp.sub("guard");
+    let called = tmp.join("called");
+    for cmd in ["pam-auth-update", "dpkg-reconfigure", "apt-get", "apt"] {
+        let stub = guard.join(cmd);
+        std::fs::write(
+            &stub,
+            format!(
+                "#!/bin/sh\necho \"{cmd} $*\" >>'{}'\nexit 1\n",
+                called.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        guard.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let o = Command::new("bash")
         .arg(&script)
         .arg("--bin-dir")
         .arg(bin_dir(&tmp))
         .arg("--out")
         .arg(&out)
+        .env("PATH", path)
         .output()
         .unwrap();
     assert!(o.status.success(), "build-deb.sh: {}", text(&o));
+    assert!(
+        !called.exists(),
+        "build-deb.sh ran a command that changes the machine: {}",
+        std::fs::read_to_string(&called).unwrap_or_default()
+    );
     let arch = String::from_utf8_lossy(
         &Command::new("dpkg")
             .arg("--print-architecture")
