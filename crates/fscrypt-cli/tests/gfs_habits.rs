@@ -25,7 +25,7 @@ use test_support::loopfs::LoopExt4;
 use test_support::run::assert_ok as ok;
 use test_support::run::describe as text;
 use test_support::tempdir::TempDir;
-use test_support::users::TestUser;
+use test_support::users::{TestUser, as_user};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
@@ -175,6 +175,21 @@ fn status_names_login_protectors_by_user_and_lists_linked_ones() {
         s.contains(&by_name) && s.contains("(linked: on"),
         "status MNT text: {s}"
     );
+    // The user's own status DIR and status MNT say the same.
+    for path in [&dir, env.mnt()] {
+        let mut c = as_user(user.uid, user.uid, BIN);
+        c.args(["status", p(path)])
+            .env("FSCRYPT_CONF", env.tmp.join("fscrypt.conf"))
+            .env("FSCRYPT_ROOT_MNT", env.root.mount_point());
+        let o = test_support::run::output(&mut c, b"");
+        ok(&o, "status as the user");
+        let s = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            s.contains(&by_name) && !s.contains("unreadable"),
+            "status {} as the user: {s}",
+            path.display()
+        );
+    }
     ok(
         &env.rs(&["lock", p(&dir), "-q", "--all-users"], b""),
         "lock",
