@@ -9,6 +9,7 @@
 use std::path::Path;
 
 use fscrypt::Policy;
+use fscrypt_linux::keyring::KeyPresence;
 use fscrypt_metadata::actions::{self, PolicyKey};
 use fscrypt_metadata::config::Config;
 use fscrypt_metadata::keys::Key32;
@@ -21,9 +22,10 @@ use zeroize::Zeroizing;
 
 use crate::context::{Context, User};
 use crate::error::{Error, Result};
+use crate::keyring::Removal;
 use crate::pam_auth::{self, PamAuthError};
-use crate::policy::{dir_policy, kernel_policy};
-use crate::protector;
+use crate::policy::{Target, dir_policy, kernel_policy, open_key};
+use crate::protector::{self, Located};
 
 /// The protector a new policy is wrapped by, opened.
 pub struct Chosen {
@@ -378,4 +380,90 @@ fn new_recovery(
         .unwrap_or_else(|| dir.display().to_string());
     let name = recovery::protector_name(&dirname, |n| names.iter().any(|x| x == n));
     Ok(recovery::add_recovery(policy, policy_key, &name, costs)?)
+}
+
+/// Policy `id` of the filesystem mounted at `mount` (google/fscrypt's
+/// `encrypt --policy MOUNTPOINT:ID`), as the policy of the empty directory
+/// `dir` on that same filesystem ([`apply_existing`] sets it).
+///
+/// # Errors
+/// [`Error::Usage`] when the policy's filesystem is not `dir`'s (a policy
+/// only serves directories of its own filesystem); not set up, insecure;
+/// no such policy; a policy file that makes no kernel policy.
+pub fn existing_policy(ctx: &Context, mount: &Path, id: &str, dir: &Path) -> Result<Target> {
+    let pstore = ctx.store_at_checked(mount)?;
+    let dstore = ctx.store_of(dir)?;
+    if pstore.mount() != dstore.mount() {
+        return Err(Error::Usage(format!(
+            "policy {id} is on {} but {} is on {}: a policy only serves its own filesystem; give a policy of {} (`fscrypt-rs status {}` lists them)",
+            pstore.mount().display(),
+            dir.display(),
+            dstore.mount().display(),
+            dstore.mount().display(),
+            dstore.mount().display()
+        )));
+    }
+    let policy = pstore.policy(id)?;
+    let kernel = kernel_policy(&policy)?;
+    Ok(Target {
+        dir: dir.to_path_buf(),
+        kernel,
+        descriptor: policy.key_descriptor.clone(),
+        fs_type: ctx.fs_type(pstore.mount()),
+        store: pstore,
+        policy,
+    })
+}
+
+/// Encrypts the empty directory `target.dir` with the existing policy of
+/// `target` ([`existing_policy`]): the policy key is unwrapped with
+/// protector `p` and its `secret` (needed even when the key is already
+/// in the keyring, as google/fscrypt asks: reusing a policy takes one of
+/// its protectors), put in the keyring, and the policy set. Returns
+/// whether the key was already there (it then stays, whatever happens).
+///
+/// # Errors
+/// Wrong secret; [`Error::PolicyKeyUnwrap`]; keyring errors; setting the
+/// policy (the key added here is removed again).
+pub fn apply_existing(ctx: &Context, target: &Target, p: &Located, secret: &[u8]) -> Result<bool> {
+    let present = target.presence(ctx) == Some(KeyPresence::Present);
+    let pkey = protector::open(&p.data, secret)?;
+    let key = open_key(
+        &target.store,
+        &target.policy,
+        &p.data.protector_descriptor,
+        &pkey,
+    )?;
+    // Setting a v2 policy needs the caller's own claim to the key (the
+    // kernel's rule, fs/crypto/policy.c): a second add only records it.
+    let add = !present || matches!(target.kernel, Policy::V2(_));
+    let kr = ctx.keyring();
+    let mount = target.store.mount();
+    if add {
+        kr.add(
+            mount,
+            &target.fs_type,
+            &target.kernel,
+            &target.descriptor,
+            &key[..],
+        )?;
+    }
+    if let Err(e) = fscrypt_linux::policy::set_policy(&target.dir, &target.kernel) {
+        if add && !present {
+            let _ = kr.remove(mount, &target.fs_type, &target.kernel, false);
+        }
+        return Err(e.into());
+    }
+    Ok(present)
+}
+
+/// Takes the key of `kernel` (a policy of the filesystem of `store`) out
+/// of the keyring again after encrypting (`encrypt --skip-unlock`): the
+/// caller's claim only, as `lock` without `--all-users`.
+///
+/// # Errors
+/// Keyring errors.
+pub fn leave_locked(ctx: &Context, store: &Store, kernel: &Policy) -> Result<Removal> {
+    let fs_type = ctx.fs_type(store.mount());
+    ctx.keyring().remove(store.mount(), &fs_type, kernel, false)
 }

@@ -13,7 +13,8 @@
 //! | [`keyring`] | the one place choosing the filesystem or the user keyring for v1 keys (`use_fs_keyring_for_v1_policies`) |
 //! | [`source`] | the trait metadata reads go through (a mount's `.fscrypt` today) |
 //! | [`protector`] | locate (links followed everywhere), choose, open, re-wrap |
-//! | [`policy`] | kernel policy of a policy file; unlock, lock with the open-file report, status |
+//! | [`policy`] | kernel policy of a policy file; unlock, lock with the open-file report, purge (every key of a filesystem), status |
+//! | [`filesystems`] | the mounted filesystems that can be encrypted and their setup state (`status` without a path) |
 //! | [`create`] | encrypting a directory: protector, policy, key, policy set, undone on failure |
 //! | [`login`] | login protectors at login: unlock, lock, re-wrap (the PAM module's flow) |
 //! | [`metadata`] | metadata management: create, destroy, link and re-key protectors and policies; dump (`fscrypt-rs metadata`) |
@@ -30,6 +31,7 @@ pub mod context;
 pub mod convert;
 pub mod create;
 pub mod error;
+pub mod filesystems;
 pub mod keyring;
 pub mod login;
 pub mod metadata;

@@ -281,6 +281,9 @@ pub struct ProtectorEntry {
     pub descriptor: String,
     /// The protector (located: links followed), or the error's text.
     pub data: std::result::Result<ProtectorData, String>,
+    /// The mount point of the filesystem holding it, when it was reached
+    /// through a link file (a login protector on the login filesystem).
+    pub linked_from: Option<PathBuf>,
 }
 
 /// A policy as `status` lists it on a mount point.
@@ -340,11 +343,23 @@ pub fn status(
     }
     let fs_type = ctx.fs_type(mount);
     let kr = ctx.keyring();
-    let entry = |d: &str| ProtectorEntry {
-        descriptor: d.to_string(),
-        data: protector::locate(ctx, &store, d)
-            .map(|l| l.data)
-            .map_err(|e| e.to_string()),
+    let entry = |d: &str| {
+        let located = protector::locate(ctx, &store, d);
+        ProtectorEntry {
+            descriptor: d.to_string(),
+            linked_from: match &located {
+                Ok(l) if l.linked => Some(l.store.mount().to_path_buf()),
+                // A link that could not be followed is still a link.
+                Err(_) if !src.has_protector(d) => src
+                    .link(d)
+                    .ok()
+                    .flatten()
+                    .and_then(|t| fscrypt_metadata::links::Link::parse(&t).ok())
+                    .and_then(|l| l.path),
+                _ => None,
+            },
+            data: located.map(|l| l.data).map_err(|e| e.to_string()),
+        }
     };
     if let Some(kp) = kpolicy {
         let descriptor = keyring::key_hex(kp);
@@ -369,12 +384,13 @@ pub fn status(
     if std::fs::canonicalize(path).ok().as_deref() != Some(mount) {
         return None;
     }
-    let protectors = src
-        .protectors()
-        .unwrap_or_default()
-        .iter()
-        .map(|d| entry(d))
-        .collect();
+    // The protectors kept here and those linked from here (google/fscrypt
+    // lists both, the linked ones with the filesystem they live on).
+    let mut descriptors = src.protectors().unwrap_or_default();
+    descriptors.extend(src.linked_protectors().unwrap_or_default());
+    descriptors.sort();
+    descriptors.dedup();
+    let protectors = descriptors.iter().map(|d| entry(d)).collect();
     let policies = src
         .policies()
         .unwrap_or_default()
@@ -405,4 +421,69 @@ pub fn status(
         protectors,
         policies,
     })
+}
+
+/// What [`purge`] did with one policy of the filesystem.
+#[derive(Clone, Debug)]
+pub struct Purged {
+    /// The policy descriptor (hex).
+    pub descriptor: String,
+    /// What happened to its key, or why it could not be handled (one
+    /// line).
+    pub outcome: std::result::Result<LockOutcome, String>,
+}
+
+/// Removes from the kernel the key of every policy in the google/fscrypt
+/// metadata of the filesystem mounted at `mount` (google/fscrypt's
+/// `fscrypt purge`): data is synced first; each key is removed as
+/// [`lock`] removes one (`all_users`: every user's claim, root only; v1
+/// keys in the user keyring with the kernel's caches dropped as root).
+/// Keys the metadata does not name (added with `add-key`, or by other
+/// tools) stay; a key whose files are still open is only partly removed
+/// ([`Removal::FilesBusy`]) until they are closed.
+///
+/// # Errors
+/// [`Error::Usage`] when `mount` is not the mount point of its
+/// filesystem; not set up, insecure; the policy directory unreadable.
+/// A key that cannot be removed is reported in its [`Purged`], never
+/// stopping the others.
+pub fn purge(ctx: &Context, mount: &Path, all_users: bool) -> Result<Vec<Purged>> {
+    let abs = std::fs::canonicalize(mount).map_err(|e| Error::io(mount, e))?;
+    let m = ctx.mount_of(&abs)?;
+    if m.mount_point != abs {
+        return Err(Error::Usage(format!(
+            "{} is not a mount point: purge takes the mount point of a filesystem (this one is on {}); to lock one directory use `fscrypt-rs lock DIR`",
+            mount.display(),
+            m.mount_point.display()
+        )));
+    }
+    let store = ctx.store_at(&abs);
+    store.check_setup()?;
+    let fs_type = m.fs_type.clone();
+    let kr = ctx.keyring();
+    let policies = store.policies()?;
+    // Write back dirty data while the keys are still there.
+    rustix::fs::sync();
+    Ok(policies
+        .into_iter()
+        .map(|d| {
+            let outcome = store
+                .policy(&d)
+                .map_err(Error::from)
+                .and_then(|p| kernel_policy(&p))
+                .and_then(|kp| {
+                    if kr.presence(&abs, &fs_type, &kp) == Some(KeyPresence::Absent) {
+                        return Ok(LockOutcome::AlreadyLocked);
+                    }
+                    Ok(LockOutcome::Removed(
+                        kr.remove(&abs, &fs_type, &kp, all_users)?,
+                    ))
+                })
+                .map_err(|e| e.to_string());
+            Purged {
+                descriptor: d,
+                outcome,
+            }
+        })
+        .collect())
 }

@@ -97,12 +97,24 @@ pub fn rewrap(
     Ok(q)
 }
 
-/// A protector's description as `fscrypt status` words it.
+/// A protector's description as `fscrypt status` words it: a login
+/// protector by its user's name ("login protector for alice"), or by uid
+/// when no user has it ("login protector for uid 1234").
 pub fn describe(p: &ProtectorData) -> String {
     match p.source_type() {
-        SourceType::PamPassphrase => format!("login protector for uid {}", p.uid),
+        SourceType::PamPassphrase => format!("login protector for {}", login_user_name(p.uid)),
         SourceType::CustomPassphrase => format!("custom protector {:?}", p.name),
         SourceType::RawKey => format!("raw key protector {:?}", p.name),
         SourceType::Default => "unknown protector".to_string(),
     }
+}
+
+/// The user name of a login protector's uid, or `uid N` when the user
+/// database has none (a deleted user, an out-of-range uid).
+pub fn login_user_name(uid: i64) -> String {
+    u32::try_from(uid)
+        .ok()
+        .and_then(|u| crate::context::User::of_uid(u).ok())
+        .map(|u| u.name)
+        .unwrap_or_else(|| format!("uid {uid}"))
 }

@@ -47,6 +47,12 @@ pub trait Source {
     /// # Errors
     /// The directory cannot be listed.
     fn protectors(&self) -> Result<Vec<String>, Error>;
+    /// The descriptors of the protectors linked from here (link files of
+    /// trusted owners naming another filesystem).
+    ///
+    /// # Errors
+    /// The directory cannot be listed.
+    fn linked_protectors(&self) -> Result<Vec<String>, Error>;
     /// The policy descriptors (files of trusted owners).
     ///
     /// # Errors
@@ -78,6 +84,9 @@ impl Source for Store {
     }
     fn protectors(&self) -> Result<Vec<String>, Error> {
         Store::protectors(self)
+    }
+    fn linked_protectors(&self) -> Result<Vec<String>, Error> {
+        Store::linked_protectors(self)
     }
     fn policies(&self) -> Result<Vec<String>, Error> {
         Store::policies(self)

@@ -25,6 +25,7 @@ pub mod passwd;
 pub mod prepare_key;
 pub mod protector;
 pub mod providers;
+pub mod purge;
 pub mod remove_key;
 pub mod set_policy;
 pub mod setup;

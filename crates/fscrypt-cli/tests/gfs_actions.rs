@@ -158,7 +158,7 @@ fn status_follows_protector_links_as_unlock_does() {
     );
     assert_eq!(
         prots[0]["description"],
-        format!("login protector for uid {}", env.user.uid),
+        format!("login protector for {}", env.user.name),
         "{j}"
     );
     // The text says the same.
@@ -166,8 +166,7 @@ fn status_follows_protector_links_as_unlock_does() {
     ok(&o, "status");
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(
-        t.contains(&format!("login protector for uid {}", env.user.uid))
-            && !t.contains("unreadable"),
+        t.contains(&format!("login protector for {}", env.user.name)) && !t.contains("unreadable"),
         "{t}"
     );
     // And unlock finds the same protector.

@@ -32,7 +32,11 @@ use crate::support::kernel;
                   key wrapped by it, add the key to the filesystem keyring and set the policy on \
                   the empty directory DIR. The metadata is google/fscrypt 0.3.x's: `fscrypt \
                   unlock` works on the result. Passphrases come from the terminal, --passfile or \
-                  one line of stdin.\n\nWith --convert, DIR may hold files: they are copied into a \
+                  one line of stdin.\n\nWith --policy MOUNTPOINT:ID, DIR gets an existing policy of \
+                  its filesystem instead (one key for several directories, unlocked and locked \
+                  together), opened with one of its protectors (--unlock-with). With \
+                  --skip-unlock, DIR is left locked (a key already in the keyring for other \
+                  directories stays).\n\nWith --convert, DIR may hold files: they are copied into a \
                   new encrypted directory beside it (.DIR.fscrypt-convert/) with all their \
                   metadata, verified, swapped in atomically, and the plaintext is removed; \
                   files changed while it was swapped in are copied in, and what cannot be \
@@ -81,6 +85,23 @@ pub struct Args {
     /// the directory.
     #[arg(long)]
     pub no_recovery: bool,
+    /// Encrypt DIR with this existing policy of DIR's filesystem instead
+    /// of a new one (one policy, one key, for several directories: they
+    /// unlock and lock together). One of its protectors opens it
+    /// (--unlock-with, else chosen as `unlock` chooses).
+    #[arg(
+        long,
+        value_name = "MOUNTPOINT:ID",
+        conflicts_with_all = ["source", "name", "user", "protector", "policy_options", "convert"]
+    )]
+    pub policy: Option<MountId>,
+    /// With --policy: the protector that opens the policy.
+    #[arg(long, value_name = "MOUNTPOINT:ID", requires = "policy")]
+    pub unlock_with: Option<MountId>,
+    /// Leave DIR locked afterwards: the key is added only long enough to
+    /// set the policy (a key that was already in the keyring stays).
+    #[arg(long, conflicts_with = "convert")]
+    pub skip_unlock: bool,
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
@@ -155,6 +176,9 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let ctx = Context::for_caller();
+    if let Some(r) = &args.policy {
+        return encrypt_with_policy(&args, &ctx, r);
+    }
     let store = ctx.store_of(dir).map_err(gfs::actions)?;
     let config = ctx.require_config().map_err(gfs::actions)?;
     let chosen = match &args.protector {
@@ -377,6 +401,11 @@ fn encrypt_with(
         c.mark_prepared().map_err(convert_failure)?;
         return run_conversion(args, c, Some((text, j)));
     }
+    let state = if args.skip_unlock {
+        "left locked (--skip-unlock)"
+    } else {
+        "unlocked"
+    };
     let readme = match &recovery {
         Some((pass, rp)) => Some(write_recovery_readme(
             store,
@@ -389,6 +418,10 @@ fn encrypt_with(
         )?),
         None => None,
     };
+    // Locked only now: the recovery instructions are written inside DIR.
+    if args.skip_unlock {
+        create::leave_locked(ctx, store, &kpolicy).map_err(gfs::actions)?;
+    }
     if args.out.json {
         kernel::print_json(&serde_json::json!({
             "ok": true,
@@ -397,12 +430,13 @@ fn encrypt_with(
             "options": gfs::options_json(&policy.opts()),
             "protector": gfs::protector_json(&protector),
             "protector_created": new_protector,
+            "unlocked": !args.skip_unlock,
             "recovery_protector": recovery.as_ref().map(|(_, rp)| gfs::protector_json(rp)),
             "recovery_readme": readme.as_ref().map(|p| p.display().to_string()),
         }))?;
     } else if !args.out.quiet {
         println!(
-            "{} is now encrypted (policy {}, protector {}: {}) and unlocked.",
+            "{} is now encrypted (policy {}, protector {}: {}) and {state}.",
             dir.display(),
             policy.key_descriptor,
             protector.protector_descriptor,
@@ -415,6 +449,82 @@ fn encrypt_with(
                 r.display()
             );
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `encrypt DIR --policy MOUNTPOINT:ID`: DIR (empty) gets an existing
+/// policy of its filesystem, opened with one of its protectors.
+fn encrypt_with_policy(args: &Args, ctx: &Context, r: &MountId) -> anyhow::Result<ExitCode> {
+    let dir = &args.dir;
+    let target = create::existing_policy(ctx, &r.mount, &r.id, dir).map_err(gfs::actions)?;
+    let located = match &args.unlock_with {
+        Some(u) => target.protector(ctx, Some(&u.mount), &u.id),
+        None => {
+            let candidates = target.candidates(ctx);
+            let me = rustix::process::getuid().as_raw();
+            let Some(d) =
+                protector::choose(&target.slots(), &candidates, args.secret.key.is_some(), me)
+            else {
+                let list: Vec<String> = candidates
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}:{} ({})",
+                            target.store.mount().display(),
+                            p.protector_descriptor,
+                            gfs::describe_protector(p)
+                        )
+                    })
+                    .collect();
+                anyhow::bail!(
+                    "policy {} has several protectors; choose the one that opens it with --unlock-with: {}",
+                    target.descriptor,
+                    list.join(", ")
+                );
+            };
+            target.protector(ctx, None, &d)
+        }
+    }
+    .map_err(gfs::actions)?;
+    let what = format!(
+        "{} ({})",
+        gfs::describe_protector(&located.data),
+        located.data.protector_descriptor
+    );
+    let secret = gfs::read_secret(&args.secret, located.data.source_type(), &what, false)?;
+    let was_present =
+        create::apply_existing(ctx, &target, &located, &secret).map_err(gfs::actions)?;
+    // A key that was already there serves other directories: it stays.
+    let left_locked = args.skip_unlock && !was_present;
+    if left_locked {
+        create::leave_locked(ctx, &target.store, &target.kernel).map_err(gfs::actions)?;
+    }
+    let state = if left_locked {
+        "left locked (--skip-unlock)"
+    } else if args.skip_unlock {
+        "unlocked (--skip-unlock: the policy's key was already in the keyring for its other directories; `fscrypt-rs lock` locks them all)"
+    } else {
+        "unlocked"
+    };
+    if args.out.json {
+        kernel::print_json(&serde_json::json!({
+            "ok": true,
+            "dir": dir.display().to_string(),
+            "policy": target.descriptor,
+            "policy_reused": true,
+            "options": gfs::options_json(&target.policy.opts()),
+            "protector": gfs::protector_json(&located.data),
+            "protector_created": false,
+            "unlocked": !left_locked,
+        }))?;
+    } else if !args.out.quiet {
+        println!(
+            "{} is now encrypted with the existing policy {} (opened with protector {}) and {state}.",
+            dir.display(),
+            target.descriptor,
+            what
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,8 +14,11 @@ use crate::support::mounts::{self, MountState};
 /// Arguments of `fscrypt-rs status`.
 #[derive(clap::Args, Debug)]
 #[command(
-    about = "Show the encryption status of a directory, filesystem or fscrypt-rs vault",
-    long_about = "For an encrypted directory or file: its policy, key identifier and whether \
+    about = "Show the encryption status of a directory, filesystem or fscrypt-rs vault (no \
+             argument: every filesystem that can be encrypted)",
+    long_about = "Without an argument: every mounted filesystem of a type that can be \
+                  encrypted, whether encryption is enabled on it and whether it is set up for \
+                  the google/fscrypt flow (as `fscrypt status`). For an encrypted directory or file: its policy, key identifier and whether \
                   the key is present. For any path: the filesystem holding it and whether it \
                   supports encryption (for ext4 read as root: the encrypt, stable_inodes and \
                   casefold features). For a path in a fscrypt-rs vault or in one of its mounts: \
@@ -23,8 +26,11 @@ use crate::support::mounts::{self, MountState};
                   (unlocked, locked or dead)."
 )]
 pub struct Args {
-    /// A directory, file or mount point.
-    pub path: PathBuf,
+    /// A directory, file or mount point. Without one: every mounted
+    /// filesystem that can be encrypted (ext4, f2fs, ubifs, ceph, lustre),
+    /// whether encryption is enabled there and whether it is set up
+    /// (`fscrypt-rs setup MNT`).
+    pub path: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -51,6 +57,135 @@ fn unsupported_advice(fs_type: &str, source: &str, mount_point: &Path) -> String
     }
 }
 
+/// `status PATH`'s arguments once the path is known.
+struct PathArgs {
+    path: PathBuf,
+    json: bool,
+}
+
+/// `fscrypt-rs status` without a path: every filesystem that can be
+/// encrypted ([`fscrypt_actions::filesystems::overview`]).
+fn overview(ctx: &fscrypt_actions::Context, json: bool) -> anyhow::Result<ExitCode> {
+    use fscrypt_actions::filesystems::{Setup, Support};
+    let list = fscrypt_actions::filesystems::overview(ctx);
+    let supported = list
+        .iter()
+        .filter(|f| f.support == Support::Supported)
+        .count();
+    let set_up = list
+        .iter()
+        .filter(|f| matches!(f.setup, Setup::Ready { .. }))
+        .count();
+    if json {
+        let fs: Vec<serde_json::Value> = list
+            .iter()
+            .map(|f| {
+                let mut j = serde_json::json!({
+                    "mount_point": f.mount_point.display().to_string(),
+                    "device": f.device,
+                    "filesystem": f.fs_type,
+                    "encryption": f.support.word(),
+                });
+                if let Support::Unknown(e) = &f.support {
+                    j["encryption_error"] = e.as_str().into();
+                }
+                match &f.setup {
+                    Setup::Absent => j["fscrypt_metadata"] = false.into(),
+                    Setup::Ready {
+                        protectors,
+                        linked_protectors,
+                        policies,
+                    } => {
+                        j["fscrypt_metadata"] = true.into();
+                        j["protectors"] = (*protectors).into();
+                        j["linked_protectors"] = (*linked_protectors).into();
+                        j["policies"] = (*policies).into();
+                    }
+                    Setup::Unusable(e) => {
+                        j["fscrypt_metadata"] = false.into();
+                        j["metadata_error"] = e.as_str().into();
+                    }
+                }
+                j
+            })
+            .collect();
+        kernel::print_json(&serde_json::json!({
+            "ok": true,
+            "filesystems_supporting_encryption": supported,
+            "filesystems_with_fscrypt_metadata": set_up,
+            "filesystems": fs,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut rows = vec![[
+        "MOUNTPOINT".to_string(),
+        "DEVICE".to_string(),
+        "FILESYSTEM".to_string(),
+        "ENCRYPTION".to_string(),
+        "FSCRYPT".to_string(),
+    ]];
+    let mut notes = String::new();
+    for f in &list {
+        let meta = match &f.setup {
+            Setup::Absent => "no".to_string(),
+            Setup::Ready {
+                protectors,
+                linked_protectors,
+                policies,
+            } => format!(
+                "yes ({} protectors, {policies} policies)",
+                protectors + linked_protectors
+            ),
+            Setup::Unusable(e) => {
+                notes.push_str(&format!("{}: {e}\n", f.mount_point.display()));
+                "unusable".to_string()
+            }
+        };
+        if let Support::Unknown(e) = &f.support {
+            notes.push_str(&format!("{}: {e}\n", f.mount_point.display()));
+        }
+        rows.push([
+            f.mount_point.display().to_string(),
+            f.device.clone(),
+            f.fs_type.clone(),
+            f.support.word().to_string(),
+            meta,
+        ]);
+    }
+    let mut widths = [0usize; 5];
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut o = format!(
+        "filesystems supporting encryption: {supported}\nfilesystems with fscrypt metadata: {set_up}\n\n"
+    );
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        o.push_str(line.join("  ").trim_end());
+        o.push('\n');
+    }
+    o.push_str(&notes);
+    if list.iter().any(|f| f.support == Support::NotEnabled) {
+        o.push_str(
+            "Enable encryption on an unmounted ext4 filesystem with `tune2fs -O encrypt DEVICE`.\n",
+        );
+    }
+    if list
+        .iter()
+        .any(|f| f.support == Support::Supported && f.setup == Setup::Absent)
+    {
+        o.push_str("Set a filesystem up with `fscrypt-rs setup MOUNTPOINT`; `fscrypt-rs status MOUNTPOINT` lists its protectors and policies.\n");
+    }
+    kernel::out(format_args!("{o}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `fscrypt-rs status`.
 pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     let json = args.json;
@@ -61,6 +196,13 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     // One mount table for the whole command (the vault check, the mount,
     // the metadata).
     let ctx = fscrypt_actions::Context::for_caller();
+    let Some(path) = args.path.clone() else {
+        return overview(&ctx, args.json);
+    };
+    let args = PathArgs {
+        path,
+        json: args.json,
+    };
     if let Some((vault_dir, mount)) = vault_target(&args.path, ctx.mounts()) {
         return vault_status(&args, &vault_dir, mount.as_deref());
     }
@@ -196,7 +338,7 @@ fn vault_target(path: &Path, table: &[mountinfo::MountInfo]) -> Option<(PathBuf,
 }
 
 /// `status` of a path in a vault or one of its mounts.
-fn vault_status(args: &Args, vault_dir: &Path, via: Option<&Path>) -> anyhow::Result<ExitCode> {
+fn vault_status(args: &PathArgs, vault_dir: &Path, via: Option<&Path>) -> anyhow::Result<ExitCode> {
     let vault = fscrypt_fuse::vault::Vault::open(vault_dir)?;
     let policy = Policy::V2(*vault.policy());
     let mut protectors = Vec::new();

@@ -361,16 +361,27 @@ pub fn render_status(st: &MetadataStatus) -> (serde_json::Value, String) {
     let protector_line =
         |e: &fscrypt_actions::policy::ProtectorEntry, text: &mut String| -> serde_json::Value {
             let d = &e.descriptor;
-            match &e.data {
+            let linked = e
+                .linked_from
+                .as_ref()
+                .map(|m| format!(" (linked: on {})", m.display()))
+                .unwrap_or_default();
+            let mut j = match &e.data {
                 Ok(p) => {
-                    text.push_str(&format!("  {d}  {}\n", describe_protector(p)));
+                    text.push_str(&format!("  {d}  {}{linked}\n", describe_protector(p)));
                     protector_json(p)
                 }
-                Err(e) => {
-                    text.push_str(&format!("  {d}  unreadable: {e}\n"));
-                    serde_json::json!({"descriptor": d, "error": e})
+                Err(err) => {
+                    text.push_str(&format!("  {d}  unreadable{linked}: {err}\n"));
+                    serde_json::json!({"descriptor": d, "error": err})
                 }
-            }
+            };
+            j["linked_from"] = e
+                .linked_from
+                .as_ref()
+                .map(|m| m.display().to_string())
+                .into();
+            j
         };
     match st {
         MetadataStatus::Unusable(msg) => (

@@ -301,6 +301,21 @@ fn login_protector_linked_from_another_filesystem() {
         "fscrypt unlock c (fscrypt-rs's link)",
     );
     assert!(readable(&c.join("h"), "C"));
+
+    // Both tools list the linked login protector on MNT2 by its user.
+    let by_name = format!("login protector for {}", u.name);
+    let o = env.gfs(&["status", p(m2)], b"");
+    ok(&o, "fscrypt status MNT2");
+    let g = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(g.contains(&by_name), "fscrypt status MNT2: {g}");
+    let o = env.rs(&["status", p(m2)], b"");
+    ok(&o, "fscrypt-rs status MNT2");
+    let r = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        r.lines()
+            .any(|l| l.contains(&by_name) && l.contains("(linked: on")),
+        "fscrypt-rs status MNT2 (fscrypt's: {g}): {r}"
+    );
 }
 
 /// A login protector protecting a directory on another filesystem: like

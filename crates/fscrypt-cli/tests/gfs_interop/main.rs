@@ -18,6 +18,7 @@ use test_support::loopfs::LoopExt4;
 use test_support::skip::tool_available;
 use test_support::tempdir::TempDir;
 
+mod habits;
 mod login;
 mod metadata;
 
@@ -801,6 +802,7 @@ fn every_google_style_command_has_help() {
         &["metadata", "--help"],
         &["metadata", "dump", "--help"],
         &["status", "--help"],
+        &["purge", "--help"],
     ] {
         let o = test_support::run::output(Command::new(BIN).args(args), b"");
         ok(&o, &format!("{args:?}"));
