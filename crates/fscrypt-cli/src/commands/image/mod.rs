@@ -119,7 +119,7 @@ impl ImageArgs {
                 || self.key_dirs.iter().any(|d| k.source.starts_with(d));
             if given {
                 eprintln!(
-                    "warning: key file {}: nothing this command read is encrypted with it \
+                    "fscrypt-rs: warning: key file {}: nothing this command read is encrypted with it \
                      (identifier {}, v1 descriptor {}); `fscrypt-rs image info` lists the \
                      image's policies",
                     k.source.display(),

@@ -63,6 +63,10 @@ impl UnlockArgs {
         image: &Path,
         raw_given: bool,
     ) -> anyhow::Result<Vec<(String, PolicyKey)>> {
+        let asked = self.given();
+        if !asked && raw_given {
+            return Ok(Vec::new());
+        }
         let mut meta = OfflineMetadata::new();
         let img = Image::open(image, KeySet::new())?;
         read_image_metadata(&img, &mut meta);
@@ -70,15 +74,14 @@ impl UnlockArgs {
             meta.add_dir(d).map_err(gfs::actions)?;
         }
         for s in &meta.skipped {
-            eprintln!("warning: {s}");
+            eprintln!("fscrypt-rs: warning: {s}");
         }
-        let asked = self.given();
-        if !asked && (raw_given || !meta.has_policies()) {
+        if !asked && !meta.has_policies() {
             return Ok(Vec::new());
         }
         if !asked && !std::io::stdin().is_terminal() {
             eprintln!(
-                "note: {} has google/fscrypt metadata: unlock its directories with --passfile \
+                "fscrypt-rs: note: {} has google/fscrypt metadata: unlock its directories with --passfile \
                  FILE, --extpass CMD, --unlock-with ID or --user NAME (or raw keys with \
                  --key-file)",
                 image.display()
