@@ -243,6 +243,43 @@ impl Vault {
             external,
         } = Self::init_target(cipherdir, config)?;
 
+        let (record, report) = new_record(opts)?;
+        let (identifier, policy, argon2_report, recovery_key) = (
+            report.key_identifier,
+            report.policy,
+            report.argon2,
+            report.recovery_key,
+        );
+
+        let result = crate::create_root_with(cipherdir, &policy, opts.format).and_then(|()| {
+            config::write_new_atomic(&config_dir, &config_name, &record.to_json()).map_err(|e| {
+                match e {
+                    ConfigError::AlreadyExists if external => {
+                        Error::ConfigExists(config_path.clone())
+                    }
+                    ConfigError::AlreadyExists => Error::AlreadyInitialized(cipherdir.to_owned()),
+                    other => Error::config(&config_path, other),
+                }
+            })
+        });
+        if let Err(e) = result {
+            if !matches!(e, Error::AlreadyInitialized(_)) {
+                remove_new_entries(cipherdir);
+            }
+            return Err(e);
+        }
+        Ok(InitReport {
+            key_identifier: identifier,
+            policy,
+            argon2: argon2_report,
+            recovery_key,
+        })
+    }
+}
+
+/// The config record of a new vault (fresh master key, policy, one wrapped
+/// copy of the key per protector) and what to report about it.
+fn new_record(opts: &InitOptions) -> Result<(ConfigRecord, InitReport), Error> {
         let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
         protector::random_bytes(&mut raw_key)?;
         let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
@@ -303,31 +340,88 @@ impl Vault {
             }
         }
         let record = ConfigRecord::new(policy_record, protectors);
+        Ok((
+            record,
+            InitReport {
+                key_identifier: identifier,
+                policy,
+                argon2: argon2_report,
+                recovery_key,
+            },
+        ))
+}
 
-        let result = crate::create_root_with(cipherdir, &policy, opts.format).and_then(|()| {
-            config::write_new_atomic(&config_dir, &config_name, &record.to_json()).map_err(|e| {
-                match e {
-                    ConfigError::AlreadyExists if external => {
-                        Error::ConfigExists(config_path.clone())
-                    }
-                    ConfigError::AlreadyExists => Error::AlreadyInitialized(cipherdir.to_owned()),
-                    other => Error::config(&config_path, other),
-                }
-            })
-        });
-        if let Err(e) = result {
-            if !matches!(e, Error::AlreadyInitialized(_)) {
-                remove_new_entries(cipherdir);
-            }
-            return Err(e);
+impl Vault {
+    /// Prepares the plaintext directory `plain` for reverse mode (issue
+    /// 24, `docs/vault-format.md` §13): writes a vault config (fresh master
+    /// key, the protectors `opts` asks for) as
+    /// [`crate::reverse::REVERSE_CONFIG_NAME`] inside it, atomically, mode
+    /// 0600, never over an existing one. Nothing else in `plain` is
+    /// touched; the reverse view shows the config as
+    /// [`crate::CONFIG_NAME`]. Only format 3 exists in reverse:
+    /// `opts.format` must be [`crate::layout::Format::V3`].
+    ///
+    /// # Errors
+    /// [`Error::NoProtector`], policy and protector errors as
+    /// [`Vault::init`], [`Error::AlreadyInitialized`] (a reverse config is
+    /// there), [`Error::ReverseFormat`], [`Error::Io`] (`plain` is not a
+    /// readable directory).
+    pub fn init_reverse(plain: &Path, opts: &InitOptions) -> Result<InitReport, Error> {
+        if opts.format != crate::layout::Format::V3 {
+            return Err(Error::ReverseFormat);
         }
-        Ok(InitReport {
-            key_identifier: identifier,
-            policy,
-            argon2: argon2_report,
-            recovery_key,
-        })
+        if opts.passphrase.is_none() && opts.key_file.is_none() {
+            return Err(Error::NoProtector);
+        }
+        opts.policy(KeyIdentifier::default())?;
+        if let Some(key_file) = &opts.key_file {
+            protector::check_key_file_size(key_file.len())?;
+        }
+        if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
+            return Err(ProtectorError::EmptyPassphrase.into());
+        }
+        Vault::check_init_reverse(plain)?;
+        let (record, report) = new_record(opts)?;
+        let config_path = plain.join(crate::reverse::REVERSE_CONFIG_NAME);
+        config::write_new_atomic(
+            plain,
+            std::ffi::OsStr::new(crate::reverse::REVERSE_CONFIG_NAME),
+            &record.to_json(),
+        )
+        .map_err(|e| match e {
+            ConfigError::AlreadyExists => Error::AlreadyInitialized(plain.to_owned()),
+            other => Error::config(&config_path, other),
+        })?;
+        Ok(report)
     }
+
+    /// Checks that `plain` can take a reverse config (a directory without
+    /// one), before any secret is asked for.
+    ///
+    /// # Errors
+    /// As [`Vault::init_reverse`].
+    pub fn check_init_reverse(plain: &Path) -> Result<(), Error> {
+        let meta = std::fs::metadata(plain).map_err(io_err(plain))?;
+        if !meta.is_dir() {
+            return Err(Error::Io {
+                path: plain.to_owned(),
+                source: std::io::Error::from_raw_os_error(libc_enotdir()),
+            });
+        }
+        if plain
+            .join(crate::reverse::REVERSE_CONFIG_NAME)
+            .symlink_metadata()
+            .is_ok()
+        {
+            return Err(Error::AlreadyInitialized(plain.to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// ENOTDIR.
+fn libc_enotdir() -> i32 {
+    rustix::io::Errno::NOTDIR.raw_os_error()
 }
 
 fn record_from_policy(p: &PolicyV2) -> PolicyRecord {
