@@ -132,9 +132,9 @@ fn snapshot(root: &Path) -> Vec<u8> {
                 .as_bytes(),
             );
             if m.file_type().is_symlink() {
-                out.extend_from_slice(
-                    std::os::unix::ffi::OsStrExt::as_bytes(std::fs::read_link(&p).unwrap().as_os_str()),
-                );
+                out.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(
+                    std::fs::read_link(&p).unwrap().as_os_str(),
+                ));
             } else if m.is_file() {
                 out.extend_from_slice(&std::fs::read(&p).unwrap());
             } else if m.is_dir() {
@@ -203,10 +203,7 @@ fn the_view_is_read_only() {
         "chmod",
     );
     erofs(std::fs::rename(&file, view.join("x")), "rename");
-    erofs(
-        std::os::unix::fs::symlink("a", view.join("s")),
-        "symlink",
-    );
+    erofs(std::os::unix::fs::symlink("a", view.join("s")), "symlink");
     erofs(
         std::fs::remove_file(view.join("fscrypt.vault.json")),
         "unlink the config",
@@ -247,7 +244,10 @@ fn the_view_is_byte_stable_across_remounts_and_transports() {
     // Again, through FUSE over io_uring where the kernel offers it (else
     // the same mount falls back to /dev/fuse).
     let g = mount_reverse(&plain, &view, &key, &["-o", "io_uring"]);
-    assert!(snapshot(&view) == first, "the view changed across a remount");
+    assert!(
+        snapshot(&view) == first,
+        "the view changed across a remount"
+    );
     g.unmount();
     // A plaintext change shows in that file only.
     std::fs::write(plain.join("docs/deep/er/note"), b"DEEP").unwrap();
@@ -268,7 +268,7 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
     let plain = plain_tree(&t);
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &plain.join("fifo"),
+        plain.join("fifo"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o644),
         0,
@@ -286,12 +286,11 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
         // Nothing changed: nothing to copy.
         assert_eq!(rsync(&view, &backup), 0, "a second rsync copied files");
     } else {
-        eprintln!("*** {test}: rsync missing: copying with cp -a, the rsync checks are skipped ***");
+        eprintln!(
+            "*** {test}: rsync missing: copying with cp -a, the rsync checks are skipped ***"
+        );
         ok(
-            &test_support::run::output(
-                Command::new("cp").arg("-a").arg(&view).arg(&backup),
-                b"",
-            ),
+            &test_support::run::output(Command::new("cp").arg("-a").arg(&view).arg(&backup), b""),
             "cp -a",
         );
     }
@@ -311,7 +310,11 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
         text(&fsck.stdout),
         text(&fsck.stderr)
     );
-    assert!(text(&fsck.stdout).contains("clean"), "{}", text(&fsck.stdout));
+    assert!(
+        text(&fsck.stdout).contains("clean"),
+        "{}",
+        text(&fsck.stdout)
+    );
 
     // Mounted forward, it is the plaintext.
     let fwd = t.sub("fwd");
@@ -369,7 +372,10 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
         Path::new("/nowhere/at/all")
     );
     // Hard links come back as separate files with the same bytes.
-    assert_eq!(std::fs::read(fwd.join("docs/hard")).unwrap(), b"hello, world\n");
+    assert_eq!(
+        std::fs::read(fwd.join("docs/hard")).unwrap(),
+        b"hello, world\n"
+    );
     assert_eq!(std::fs::metadata(fwd.join("docs/hard")).unwrap().nlink(), 1);
     // The sparse file stays sparse in the copy (its zero units are holes).
     let sparse = std::fs::metadata(fwd.join("sparse")).unwrap();
@@ -456,7 +462,10 @@ fn excluded_entries_are_left_out_of_the_view() {
     assert!(!fwd.join("scratch.tmp").exists());
     assert!(!fwd.join("docs/deep/also.tmp").exists());
     assert!(!fwd.join("build").exists());
-    assert_eq!(std::fs::read(fwd.join("docs/deep/er/note")).unwrap(), b"deep");
+    assert_eq!(
+        std::fs::read(fwd.join("docs/deep/er/note")).unwrap(),
+        b"deep"
+    );
 }
 
 #[test]
@@ -476,7 +485,13 @@ fn reverse_is_format_3_only() {
     assert!(!plain.join(REVERSE_CONFIG).exists());
     // Twice is refused, once the config is there.
     init_reverse(&plain, &t.join("key2"));
-    let out = run(args!["init", "--reverse", plain, "--new-key-file", t.join("key3")]);
+    let out = run(args![
+        "init",
+        "--reverse",
+        plain,
+        "--new-key-file",
+        t.join("key3")
+    ]);
     assert!(!out.status.success(), "a second init --reverse succeeded");
 }
 

@@ -318,7 +318,11 @@ impl ReverseFs {
     }
 
     fn node(&self, i: u64) -> Result<Arc<Node>> {
-        lock(&self.nodes).by_id.get(&i).cloned().ok_or(Error::NotFound)
+        lock(&self.nodes)
+            .by_id
+            .get(&i)
+            .cloned()
+            .ok_or(Error::NotFound)
     }
 
     /// The node id of `what` named `name` in `parent` (the same id as
@@ -333,12 +337,7 @@ impl ReverseFs {
         }
         let id = n.next;
         n.next += 1;
-        n.by_id.insert(
-            id,
-            Arc::new(Node {
-                what: what.clone(),
-            }),
-        );
+        n.by_id.insert(id, Arc::new(Node { what: what.clone() }));
         n.by_name.insert(key, id);
         id
     }
@@ -378,9 +377,7 @@ impl ReverseFs {
                 a.gid = st.st_gid;
                 return Ok(a);
             }
-            What::Dir { rel, .. } | What::Special { rel } | What::File { rel, .. } => {
-                (rel, None)
-            }
+            What::Dir { rel, .. } | What::Special { rel } | What::File { rel, .. } => (rel, None),
             What::Symlink { rel, ctx } => {
                 let target = self.view_target(rel, ctx)?;
                 (rel, Some(target.len() as u64))
@@ -402,13 +399,11 @@ impl ReverseFs {
         }
         let size = match (&node.what, size) {
             (_, Some(s)) => s,
-            (What::File { .. }, None) => {
-                fscrypt_vault::integrity::units::len_for_size(
-                    st.st_size as u64,
-                    self.keys.data_unit_size(),
-                )
-                .ok_or(Error::FileTooBig)?
-            }
+            (What::File { .. }, None) => fscrypt_vault::integrity::units::len_for_size(
+                st.st_size as u64,
+                self.keys.data_unit_size(),
+            )
+            .ok_or(Error::FileTooBig)?,
             (What::Dir { .. }, None) => 4096,
             _ => 0,
         };
@@ -490,8 +485,8 @@ impl ReverseFs {
             });
         }
         let mut skipped = 0usize;
-        let mut dir = rustix::fs::Dir::read_from(&dirfd)?;
-        while let Some(e) = dir.next() {
+        let dir = rustix::fs::Dir::read_from(&dirfd)?;
+        for e in dir {
             let e = e?;
             let name = e.file_name().to_bytes();
             if name == b"." || name == b".." {
@@ -508,10 +503,7 @@ impl ReverseFs {
                 },
                 t => file_type(t.as_raw_mode()),
             };
-            if self
-                .excludes
-                .excludes(&child, kind == FileType::Directory)
-            {
+            if self.excludes.excludes(&child, kind == FileType::Directory) {
                 continue;
             }
             let Ok(ct) = self.keys.encrypt_name(&crypt, name) else {
@@ -526,9 +518,7 @@ impl ReverseFs {
                 },
                 FileType::RegularFile => What::File {
                     rel: child,
-                    ctx: self
-                        .keys
-                        .object_context(NonceKind::File, &ctx.nonce, &ct),
+                    ctx: self.keys.object_context(NonceKind::File, &ctx.nonce, &ct),
                     binding: self.keys.binding(&ctx.nonce, &vname),
                 },
                 FileType::Symlink => {
@@ -729,10 +719,7 @@ impl Backend for ReverseFs {
                         .map_err(|e| Error::Io(e.into()))?;
                         let f = File::from(fd);
                         let mut v = Vec::new();
-                        std::io::Read::read_to_end(
-                            &mut std::io::Read::take(&f, 1 << 16),
-                            &mut v,
-                        )?;
+                        std::io::Read::read_to_end(&mut std::io::Read::take(&f, 1 << 16), &mut v)?;
                         v
                     }
                     _ => return Err(Error::BadHandle),

@@ -280,75 +280,75 @@ impl Vault {
 /// The config record of a new vault (fresh master key, policy, one wrapped
 /// copy of the key per protector) and what to report about it.
 fn new_record(opts: &InitOptions) -> Result<(ConfigRecord, InitReport), Error> {
-        let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
-        protector::random_bytes(&mut raw_key)?;
-        let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
-        let raw_key: &[u8; MASTER_KEY_SIZE] = (*raw_key).try_into().expect("64-byte key");
-        let identifier = master.identifier();
-        let policy = opts.policy(identifier)?;
-        let policy_record = record_from_policy(&policy);
-        let policy_bytes = policy_record.to_uapi_bytes();
+    let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
+    protector::random_bytes(&mut raw_key)?;
+    let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
+    let raw_key: &[u8; MASTER_KEY_SIZE] = (*raw_key).try_into().expect("64-byte key");
+    let identifier = master.identifier();
+    let policy = opts.policy(identifier)?;
+    let policy_record = record_from_policy(&policy);
+    let policy_bytes = policy_record.to_uapi_bytes();
 
-        let mut protectors = Vec::new();
-        let mut argon2_report = None;
-        if let Some(pass) = &opts.passphrase {
-            let params = match opts.argon2 {
-                Argon2Choice::Fixed(p) => p,
-                Argon2Choice::Tune(target) => match Argon2Params::from_env()? {
-                    Some(p) => p,
-                    None => Argon2Params::calibrate(target, None)?.0,
-                },
-            };
-            let mut salt = [0u8; SALT_SIZE];
-            protector::random_bytes(&mut salt)?;
-            let start = Instant::now();
-            let wrapping = protector::passphrase_wrapping_key(&params, pass, &salt)?;
-            argon2_report = Some((params, start.elapsed()));
-            let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
-            let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
-            protectors.push(Protector::unnamed(ProtectorRecord::Passphrase {
-                params,
-                salt,
-                nonce,
-                wrapped_key,
-            }));
-        }
-        if let Some(key_file) = &opts.key_file {
-            let mut salt = [0u8; SALT_SIZE];
-            protector::random_bytes(&mut salt)?;
-            let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
-            let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
-            let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
-            protectors.push(Protector::unnamed(ProtectorRecord::KeyFile {
-                salt,
-                nonce,
-                wrapped_key,
-            }));
-        }
-        let mut recovery_key = None;
-        if opts.recovery_key {
-            let key = RecoveryKey::generate()?;
-            protectors.push(Protector::unnamed(crate::edit::wrap_master(
-                raw_key,
-                &crate::edit::NewSecret::RecoveryKey(&key),
-                &policy_bytes,
-            )?));
-            recovery_key = Some(key);
-            let now = config::now_unix();
-            for p in &mut protectors {
-                p.created = Some(now);
-            }
-        }
-        let record = ConfigRecord::new(policy_record, protectors);
-        Ok((
-            record,
-            InitReport {
-                key_identifier: identifier,
-                policy,
-                argon2: argon2_report,
-                recovery_key,
+    let mut protectors = Vec::new();
+    let mut argon2_report = None;
+    if let Some(pass) = &opts.passphrase {
+        let params = match opts.argon2 {
+            Argon2Choice::Fixed(p) => p,
+            Argon2Choice::Tune(target) => match Argon2Params::from_env()? {
+                Some(p) => p,
+                None => Argon2Params::calibrate(target, None)?.0,
             },
-        ))
+        };
+        let mut salt = [0u8; SALT_SIZE];
+        protector::random_bytes(&mut salt)?;
+        let start = Instant::now();
+        let wrapping = protector::passphrase_wrapping_key(&params, pass, &salt)?;
+        argon2_report = Some((params, start.elapsed()));
+        let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
+        let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
+        protectors.push(Protector::unnamed(ProtectorRecord::Passphrase {
+            params,
+            salt,
+            nonce,
+            wrapped_key,
+        }));
+    }
+    if let Some(key_file) = &opts.key_file {
+        let mut salt = [0u8; SALT_SIZE];
+        protector::random_bytes(&mut salt)?;
+        let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
+        let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
+        let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
+        protectors.push(Protector::unnamed(ProtectorRecord::KeyFile {
+            salt,
+            nonce,
+            wrapped_key,
+        }));
+    }
+    let mut recovery_key = None;
+    if opts.recovery_key {
+        let key = RecoveryKey::generate()?;
+        protectors.push(Protector::unnamed(crate::edit::wrap_master(
+            raw_key,
+            &crate::edit::NewSecret::RecoveryKey(&key),
+            &policy_bytes,
+        )?));
+        recovery_key = Some(key);
+        let now = config::now_unix();
+        for p in &mut protectors {
+            p.created = Some(now);
+        }
+    }
+    let record = ConfigRecord::new(policy_record, protectors);
+    Ok((
+        record,
+        InitReport {
+            key_identifier: identifier,
+            policy,
+            argon2: argon2_report,
+            recovery_key,
+        },
+    ))
 }
 
 impl Vault {

@@ -106,9 +106,8 @@ impl ReverseKeys {
                 .into(),
             ));
         }
-        let integrity = IntegrityKeys::derive(&master).map_err(|e| {
-            ReverseError::Io(io::Error::other(format!("format 3 keys: {e}")))
-        })?;
+        let integrity = IntegrityKeys::derive(&master)
+            .map_err(|e| ReverseError::Io(io::Error::other(format!("format 3 keys: {e}"))))?;
         Ok(ReverseKeys {
             master,
             policy,
@@ -170,11 +169,7 @@ impl ReverseKeys {
             fs_uuid: [0u8; 16],
             fs_block_size: FS_BLOCK_SIZE,
         };
-        Ok(InodeCrypt::new(
-            &self.master,
-            &Context::V2(*ctx),
-            &params,
-        )?)
+        Ok(InodeCrypt::new(&self.master, &Context::V2(*ctx), &params)?)
     }
 
     /// The name ciphertext of plaintext `name` in the directory `dir`.
@@ -595,7 +590,10 @@ mod tests {
             .unwrap();
         let f = File::open(&path).unwrap();
         let v = FileView::new(&k, &ctx, plain.len() as u64, k.binding(&root.nonce, &name)).unwrap();
-        assert_eq!(units::size_from_len(v.len(), 4096), Some(plain.len() as u64));
+        assert_eq!(
+            units::size_from_len(v.len(), 4096),
+            Some(plain.len() as u64)
+        );
         let mut out = vec![0u8; v.len() as usize];
         v.read(0, &mut out, |g| {
             v.group(&k, &crypt, &f, g).map(std::sync::Arc::new)

@@ -709,8 +709,8 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
 fn exclude_patterns(args: &Args) -> anyhow::Result<Vec<String>> {
     let mut out = args.exclude.clone();
     for path in &args.exclude_from {
-        let text = std::fs::read(path)
-            .with_context(|| format!("--exclude-from {}", path.display()))?;
+        let text =
+            std::fs::read(path).with_context(|| format!("--exclude-from {}", path.display()))?;
         for line in fscrypt_vault::reverse::Excludes::lines(&text) {
             out.push(String::from_utf8_lossy(&line).into_owned());
         }

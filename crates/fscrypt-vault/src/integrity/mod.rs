@@ -168,7 +168,12 @@ impl IntegrityKeys {
         let mut n = [0u8; NONCE_SIZE];
         // 16 bytes is far below HKDF-SHA512's output limit.
         let _ = self.hkdf.expand(
-            &[INFO_PREFIX, &[Purpose::ReverseNonce as u8, kind], parent, name_ct],
+            &[
+                INFO_PREFIX,
+                &[Purpose::ReverseNonce as u8, kind],
+                parent,
+                name_ct,
+            ],
             &mut n,
         );
         n
