@@ -255,7 +255,6 @@ fn the_view_is_byte_stable_across_remounts_and_transports() {
     let second = snapshot(&view);
     g.unmount();
     assert!(second != first);
-    assert_eq!(second.len(), first.len(), "same sizes, other bytes");
 }
 
 #[test]
@@ -357,9 +356,10 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
             std::fs::symlink_metadata(fwd.join(rel)).unwrap(),
         );
         assert_eq!(a.mode(), b.mode(), "{rel}: mode");
-        // Symlink times are rsync's to keep (it does not always set them
-        // on a new symlink); the view shows the plaintext's.
-        if !a.is_dir() && !a.file_type().is_symlink() {
+        // Regular files: rsync leaves a new symlink's or FIFO's time alone
+        // when it matches the source's to the second (the view shows the
+        // plaintext's; the byte-stability test checks that).
+        if a.is_file() {
             assert_eq!(
                 (a.mtime(), a.mtime_nsec()),
                 (b.mtime(), b.mtime_nsec()),
@@ -383,8 +383,9 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
     if rsync_here {
         fg.unmount();
         // One plaintext file changes: rsync copies that one only.
-        std::fs::write(plain.join("docs/deep/er/note"), b"more").unwrap();
+        // (A second later, so that rsync's quick check sees another time.)
         std::thread::sleep(std::time::Duration::from_millis(1100));
+        std::fs::write(plain.join("docs/deep/er/note"), b"more").unwrap();
         assert_eq!(rsync(&view, &backup), 1, "after one change");
         assert_eq!(rsync(&view, &backup), 0);
         ok(
