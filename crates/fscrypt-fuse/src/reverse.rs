@@ -164,13 +164,23 @@ enum Handle {
     Dir(Arc<Listing>),
 }
 
-/// An open regular file: its plaintext, its view, its key and the group
+/// Groups kept per open file: the kernel's read-ahead asks for a group's
+/// parts from several threads at once.
+const GROUPS_KEPT: usize = 4;
+
+/// A group being computed or computed: the first reader computes it, the
+/// others wait for it (`None`: computing it failed).
+type GroupCell = Arc<std::sync::OnceLock<Option<Arc<Group>>>>;
+
+/// An open regular file: its plaintext, its view, its key and the groups
 /// computed last.
 struct OpenFile {
     plain: File,
     view: FileView,
     crypt: InodeCrypt,
-    last: Mutex<Option<Arc<Group>>>,
+    groups: Mutex<std::collections::VecDeque<(u64, GroupCell)>>,
+    /// A data buffer of a group no reader holds any more.
+    spare: Mutex<Option<Vec<u8>>>,
 }
 
 /// The read-only view of a plaintext directory as a format 3 vault.
@@ -602,7 +612,8 @@ impl ReverseFs {
             plain,
             view,
             crypt,
-            last: Mutex::new(None),
+            groups: Mutex::new(std::collections::VecDeque::new()),
+            spare: Mutex::new(None),
         })
     }
 
@@ -614,18 +625,43 @@ impl ReverseFs {
             buf.resize(len, 0);
         }
         f.view.read(offset, &mut buf[..len], |g| {
-            if let Some(grp) = lock(&f.last).as_ref()
-                && grp.index == g
-            {
-                return Ok(grp.clone());
+            let cell = {
+                let mut groups = lock(&f.groups);
+                match groups.iter().find(|(i, _)| *i == g) {
+                    Some((_, c)) => c.clone(),
+                    None => {
+                        let c = GroupCell::default();
+                        if groups.len() >= GROUPS_KEPT
+                            && let Some((_, old)) = groups.pop_front()
+                            && let Ok(old) = Arc::try_unwrap(old)
+                            && let Some(Some(old)) = old.into_inner()
+                            && let Ok(old) = Arc::try_unwrap(old)
+                        {
+                            *lock(&f.spare) = Some(old.data);
+                        }
+                        groups.push_back((g, c.clone()));
+                        c
+                    }
+                }
+            };
+            let grp = cell.get_or_init(|| {
+                let buf = lock(&f.spare).take().unwrap_or_default();
+                match f.view.group_into(&self.keys, &f.crypt, &f.plain, g, buf) {
+                    Ok(grp) => Some(Arc::new(grp)),
+                    Err(e) => {
+                        log::warn!("fscrypt-fuse: reverse: reading a file's group {g}: {e}");
+                        None
+                    }
+                }
+            });
+            match grp {
+                Some(grp) => Ok(grp.clone()),
+                None => {
+                    // Not kept: the next read tries again.
+                    lock(&f.groups).retain(|(i, _)| *i != g);
+                    Err(Error::Io(std::io::Error::from_raw_os_error(libc::EIO)))
+                }
             }
-            let grp = Arc::new(
-                f.view
-                    .group(&self.keys, &f.crypt, &f.plain, g)
-                    .map_err(rev_err)?,
-            );
-            *lock(&f.last) = Some(grp.clone());
-            Ok::<_, Error>(grp)
         })?;
         Ok(len)
     }

@@ -345,16 +345,37 @@ impl FileView {
         plain: &File,
         g: u64,
     ) -> Result<Group, ReverseError> {
+        self.group_into(keys, crypt, plain, g, Vec::new())
+    }
+
+    /// [`FileView::group`] into the buffer `data` (of a group no longer
+    /// needed: reusing it spares the allocation and its page faults).
+    ///
+    /// # Errors
+    /// As [`FileView::group`].
+    pub fn group_into(
+        &self,
+        keys: &ReverseKeys,
+        crypt: &InodeCrypt,
+        plain: &File,
+        g: u64,
+        mut data: Vec<u8>,
+    ) -> Result<Group, ReverseError> {
         let du = self.du as usize;
         let first = g * GROUP_UNITS;
         let n = self.units().saturating_sub(first).min(GROUP_UNITS) as usize;
-        let mut data = vec![0u8; n * du];
+        data.clear();
+        data.resize(n * du, 0);
         let start = first * self.du;
         let valid = (self.size - start.min(self.size)).min(data.len() as u64) as usize;
         crate::layout::read_zero_filled(plain, start, &mut data[..valid])?;
         let mut tags = vec![0u8; TAG_BLOCK_SIZE as usize];
         let state = Slot::state_for(1, false);
-        for (k, unit) in data.chunks_exact_mut(du).enumerate() {
+        for (k, (unit, pair)) in data
+            .chunks_exact_mut(du)
+            .zip(tags.chunks_exact_mut(SLOT_PAIR_SIZE))
+            .enumerate()
+        {
             if unit.iter().all(|&b| b == 0) {
                 continue;
             }
@@ -363,9 +384,7 @@ impl FileView {
             let mac = keys
                 .integrity
                 .tag(MacKind::DataUnit, state, i, &self.nonce, unit);
-            let slot = Slot::new(1, false, &mac);
-            let at = k * SLOT_PAIR_SIZE;
-            tags[at..at + units::SLOT_SIZE].copy_from_slice(&slot.to_bytes());
+            pair[..units::SLOT_SIZE].copy_from_slice(&Slot::new(1, false, &mac).to_bytes());
         }
         Ok(Group {
             index: g,
@@ -405,16 +424,18 @@ impl FileView {
                     } else {
                         let grp = group(g)?;
                         // Tag block, then the units, then zeros (trailer).
-                        for (j, b) in dst.iter_mut().enumerate() {
-                            let p = o as usize + j;
-                            *b = if p < TAG_BLOCK_SIZE as usize {
-                                grp.tags[p]
-                            } else {
-                                grp.data
-                                    .get(p - TAG_BLOCK_SIZE as usize)
-                                    .copied()
-                                    .unwrap_or(0)
-                            };
+                        let tb = TAG_BLOCK_SIZE as usize;
+                        let (o, mut k) = (o as usize, 0usize);
+                        if o < tb {
+                            let m = n.min(tb - o);
+                            dst[..m].copy_from_slice(&grp.tags[o..o + m]);
+                            k = m;
+                        }
+                        if k < n {
+                            let from = o + k - tb;
+                            let have = grp.data.len().saturating_sub(from).min(n - k);
+                            dst[k..k + have].copy_from_slice(&grp.data[from..from + have]);
+                            dst[k + have..].fill(0);
                         }
                     }
                     done += n;
