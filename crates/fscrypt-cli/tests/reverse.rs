@@ -603,3 +603,89 @@ fn an_ordinary_user_mounts_a_view_and_allow_other_serves_a_backup_user() {
         "{out:?}"
     );
 }
+
+/// The view of `plain` mounted in this process through the one FUSE
+/// engine (`fscrypt_fuse::reverse::mount_background`), on `/dev/fuse` or
+/// FUSE over io_uring; returns its snapshot and the requests it served.
+fn view_through_engine(
+    t: &TempDir,
+    plain: &Path,
+    key: &Path,
+    io_uring: bool,
+) -> (Vec<u8>, fscrypt_fuse::StatsSnapshot) {
+    let config = plain.join(REVERSE_CONFIG);
+    let vault = fscrypt_vault::Vault::open_with(plain, Some(&config)).unwrap();
+    let master = vault
+        .unlock_with_key_file(&std::fs::read(key).unwrap())
+        .unwrap();
+    let keys = fscrypt_vault::reverse::ReverseKeys::new(master, *vault.policy()).unwrap();
+    let view = t.sub(if io_uring { "view-ring" } else { "view-dev" });
+    let m = fscrypt_fuse::reverse::mount_background(
+        keys,
+        fscrypt_fuse::reverse::ReverseMountConfig {
+            plain_dir: plain.to_path_buf(),
+            allow_other: false,
+            fs_name: "reverse-engine-test".into(),
+            io_uring,
+            excludes: fscrypt_vault::reverse::Excludes::default(),
+        },
+        &view,
+    )
+    .unwrap();
+    if io_uring {
+        // Every CPU's queue registers after INIT: look names up until one
+        // arrives through the ring.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut i = 0;
+        while m.stats().through_ring() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no request came through io_uring in 10 s"
+            );
+            let _ = std::fs::symlink_metadata(view.join(format!("absent-{i}")));
+            i += 1;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    let before = m.stats();
+    let snap = snapshot(&view);
+    let served = m.stats().since(&before);
+    m.unmount().unwrap();
+    (snap, served)
+}
+
+/// Both transports serve the same view bytes through the engine. FUSE
+/// over io_uring needs the kernel's switch on
+/// (`/sys/module/fuse/parameters/enable_uring`, which this test never
+/// writes: CI's second pass turns it on); that half is skipped loudly
+/// otherwise.
+#[test]
+fn both_transports_serve_the_same_view() {
+    let test = "both_transports_serve_the_same_view";
+    if !test_support::skip::fuse_available(test) {
+        return;
+    }
+    let t = TempDir::new("rev-engine");
+    let plain = plain_tree(&t);
+    let key = t.join("key");
+    init_reverse(&plain, &key);
+    let (dev, served) = view_through_engine(&t, &plain, &key, false);
+    assert!(served.get(fscrypt_fuse::Op::Read) > 0, "{served}");
+    assert_eq!(served.through_ring(), 0, "io_uring not asked for");
+    match std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring") {
+        Ok(v) if matches!(v.trim(), "Y" | "1") => {}
+        _ => {
+            test_support::skip::skip(
+                test,
+                "FUSE over io_uring is off (/sys/module/fuse/parameters/enable_uring)",
+            );
+            return;
+        }
+    }
+    let (ring, served) = view_through_engine(&t, &plain, &key, true);
+    assert!(
+        served.through_ring() >= served.get(fscrypt_fuse::Op::Read),
+        "the READs came through the ring: {served}"
+    );
+    assert!(ring == dev, "the transports served different bytes");
+}
