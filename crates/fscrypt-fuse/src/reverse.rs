@@ -161,6 +161,8 @@ struct Nodes {
 /// An open file or directory.
 enum Handle {
     File(Arc<OpenFile>),
+    /// Bytes the view makes ([`What::Bytes`], [`What::Config`]).
+    Made(What),
     Dir(Arc<Listing>),
 }
 
@@ -188,8 +190,10 @@ pub struct ReverseFs {
     keys: ReverseKeys,
     root: OwnedFd,
     excludes: Excludes,
-    /// Owner and times of the bytes the view makes itself (those of the
-    /// reverse config, which `init --reverse` wrote once).
+    /// Owner and times of the bytes the view makes itself: the reverse
+    /// config's owner, and the Unix epoch as every time (constant, so a
+    /// protector change, which rewrites the config, does not make a backup
+    /// copy every `fscrypt.dir` again).
     meta: (u32, u32, SystemTime),
     nodes: Mutex<Nodes>,
     dirs: Mutex<HashMap<u64, Arc<Listing>>>,
@@ -293,7 +297,7 @@ impl ReverseFs {
             keys,
             root,
             excludes,
-            meta: (st.st_uid, st.st_gid, time(st.st_mtime, st.st_mtime_nsec)),
+            meta: (st.st_uid, st.st_gid, SystemTime::UNIX_EPOCH),
             nodes: Mutex::new(nodes),
             dirs: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
@@ -711,15 +715,7 @@ impl Backend for ReverseFs {
         let node = self.node(i.0)?;
         let h = match &node.what {
             What::File { .. } => Handle::File(Arc::new(self.open_file(&node)?)),
-            What::Bytes { .. } | What::Config => Handle::Dir(Arc::new(Listing {
-                stamp: (0, 0, 0, 0, 0),
-                entries: vec![Entry {
-                    name: Vec::new(),
-                    what: node.what.clone(),
-                    kind: FileType::RegularFile,
-                }],
-                by_name: HashMap::new(),
-            })),
+            What::Bytes { .. } | What::Config => Handle::Made(node.what.clone()),
             _ => return Err(Error::WrongType(WrongType::Other)),
         };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -736,15 +732,15 @@ impl Backend for ReverseFs {
     ) -> Result<std::ops::Range<usize>> {
         let handle = match lock(&self.handles).get(&h.0) {
             Some(Handle::File(f)) => Ok(f.clone()),
-            Some(Handle::Dir(l)) => Err(l.clone()),
-            None => return Err(Error::BadHandle),
+            Some(Handle::Made(w)) => Err(w.clone()),
+            _ => return Err(Error::BadHandle),
         };
         match handle {
             Ok(f) => Ok(0..self.read_file(&f, offset, size, buf)?),
-            Err(l) => {
-                let data: Vec<u8> = match l.entries.first().map(|e| &e.what) {
-                    Some(What::Bytes { data }) => data.to_vec(),
-                    Some(What::Config) => {
+            Err(what) => {
+                let data: Vec<u8> = match what {
+                    What::Bytes { data } => data.to_vec(),
+                    What::Config => {
                         let fd = safe_open::open_entry(
                             self.root.as_fd(),
                             REVERSE_CONFIG_NAME.as_bytes(),
