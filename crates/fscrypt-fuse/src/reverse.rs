@@ -149,12 +149,14 @@ struct Listing {
     by_name: HashMap<Vec<u8>, usize>,
 }
 
-/// The node table: ids are handed out once per (parent, view name, object)
-/// and kept for the mount's lifetime (a backup reads each node once).
+/// The node table: an id is handed out per (parent, view name, object)
+/// and kept while the kernel holds lookups of it (FORGET drops it).
 #[derive(Debug, Default)]
 struct Nodes {
     by_id: HashMap<u64, Arc<Node>>,
     by_name: HashMap<(u64, Vec<u8>), u64>,
+    /// Per id: the lookups the kernel holds and the name it was found by.
+    refs: HashMap<u64, (u64, (u64, Vec<u8>))>,
     next: u64,
 }
 
@@ -340,18 +342,24 @@ impl ReverseFs {
     }
 
     /// The node id of `what` named `name` in `parent` (the same id as
-    /// before while it is the same object).
+    /// before while it is the same object), counted as one lookup the
+    /// kernel holds (under the table's lock, so a FORGET racing this
+    /// lookup never drops the node it returns).
     fn node_id(&self, parent: u64, name: &[u8], what: &What) -> u64 {
         let mut n = lock(&self.nodes);
         let key = (parent, name.to_vec());
         if let Some(&id) = n.by_name.get(&key)
             && n.by_id.get(&id).is_some_and(|o| o.what.same_object(what))
         {
+            if let Some(r) = n.refs.get_mut(&id) {
+                r.0 += 1;
+            }
             return id;
         }
         let id = n.next;
         n.next += 1;
         n.by_id.insert(id, Arc::new(Node { what: what.clone() }));
+        n.refs.insert(id, (1, key.clone()));
         n.by_name.insert(key, id);
         id
     }
@@ -604,7 +612,21 @@ impl ReverseFs {
         let What::File { rel, ctx, binding } = &node.what else {
             return Err(Error::WrongType(WrongType::Other));
         };
-        let fd = self.open_rel(rel, OFlags::RDONLY)?;
+        // Checked to be a regular file before it is opened for reading, so
+        // a FIFO or device put in its place is never opened.
+        let path = self.open_rel(rel, OFlags::PATH)?;
+        if rustix::fs::fstat(&path)?.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Error::Stale);
+        }
+        let fd = match rustix::fs::open(
+            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&path)),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            // No /proc: the path again, without blocking on a FIFO.
+            Err(_) => self.open_rel(rel, OFlags::RDONLY | OFlags::NONBLOCK)?,
+        };
         let plain = File::from(fd);
         let meta = plain.metadata()?;
         if !meta.is_file() {
@@ -690,9 +712,36 @@ impl Backend for ReverseFs {
             .ok_or(Error::NotFound)?;
         let id = self.node_id(parent.0, &e.name, &e.what);
         let node = self.node(id)?;
-        match self.attr(id, &node) {
+        let r = self.attr(id, &node);
+        if r.is_err() {
+            // The kernel gets no entry: the lookup is not held.
+            self.forget(InodeNo(id), 1);
+        }
+        match r {
             Err(Error::Stale) => Err(Error::NotFound),
             r => r,
+        }
+    }
+
+    fn forget(&self, i: InodeNo, nlookup: u64) {
+        if i.0 == 1 {
+            return;
+        }
+        let mut n = lock(&self.nodes);
+        let gone = match n.refs.get_mut(&i.0) {
+            Some(r) => {
+                r.0 = r.0.saturating_sub(nlookup);
+                r.0 == 0
+            }
+            None => false,
+        };
+        if gone && let Some((_, key)) = n.refs.remove(&i.0) {
+            n.by_id.remove(&i.0);
+            if n.by_name.get(&key) == Some(&i.0) {
+                n.by_name.remove(&key);
+            }
+            drop(n);
+            lock(&self.dirs).remove(&i.0);
         }
     }
 
