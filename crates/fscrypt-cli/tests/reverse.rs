@@ -71,6 +71,8 @@ fn plain_tree(t: &TempDir) -> PathBuf {
     std::fs::write(plain.join("L".repeat(200)), b"long name").unwrap();
     std::os::unix::fs::symlink("hello.txt", plain.join("link")).unwrap();
     std::os::unix::fs::symlink("/nowhere/at/all", plain.join("docs/dangling")).unwrap();
+    // Never followed: the view shows a symlink, not the directory.
+    std::os::unix::fs::symlink("/etc", plain.join("docs/outside")).unwrap();
     std::fs::hard_link(plain.join("hello.txt"), plain.join("docs/hard")).unwrap();
     std::fs::set_permissions(
         plain.join("docs/deep/er/note"),
@@ -483,6 +485,9 @@ fn reverse_is_format_3_only() {
         key
     ]);
     assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "not one line: {err}");
+    assert!(err.contains("format 3"), "{err}");
     assert!(!plain.join(REVERSE_CONFIG).exists());
     // Twice is refused, once the config is there.
     init_reverse(&plain, &t.join("key2"));

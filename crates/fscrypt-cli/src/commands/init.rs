@@ -156,7 +156,7 @@ pub struct Args {
     /// into it as .fscrypt-rs.reverse.json (hidden from the view), and
     /// `fscrypt-rs mount --reverse` then shows it as an authenticated
     /// vault to copy (README "Encrypted backups: reverse mode").
-    #[arg(long, conflicts_with_all = ["no_integrity", "config"])]
+    #[arg(long, conflicts_with = "config")]
     pub reverse: bool,
 }
 
@@ -247,6 +247,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         args.cipherdir.display()
     );
     if args.reverse {
+        if args.no_integrity {
+            return Err(fscrypt_vault::Error::ReverseFormat.into());
+        }
         Vault::check_init_reverse(&args.cipherdir)?;
     } else if Vault::config_path(&args.cipherdir)
         .symlink_metadata()
