@@ -694,3 +694,90 @@ fn both_transports_serve_the_same_view() {
     );
     assert!(ring == dev, "the transports served different bytes");
 }
+
+/// `init --reverse` makes the protectors `init` makes: a passphrase (here
+/// from `--passfile`) and a recovery key; each unlocks the view, a wrong
+/// passphrase exits 12, and a copy of the view opens with either.
+#[test]
+fn every_protector_kind_unlocks_the_view() {
+    if !can_mount("every_protector_kind_unlocks_the_view") {
+        return;
+    }
+    let t = TempDir::new("rev-protectors");
+    let plain = t.sub("plain");
+    std::fs::write(plain.join("a.txt"), b"protected").unwrap();
+    let passfile = t.join("pass");
+    std::fs::write(&passfile, "correct horse\n").unwrap();
+    let out = ok(
+        &run(args!["init", "--reverse", plain, "--passfile", passfile]),
+        "init --reverse with a passphrase",
+    );
+    let rk = out
+        .lines()
+        .map(str::trim)
+        .find(|l| l.len() == 69 && l.split('-').count() == 14)
+        .unwrap_or_else(|| panic!("no recovery key in {out}"))
+        .to_owned();
+    let view = t.sub("view");
+    let count = |dir: &Path| std::fs::read_dir(dir).unwrap().count();
+    {
+        let _g = MountGuard::new(BIN, &view);
+        ok(
+            &run(args![
+                "mount",
+                "--reverse",
+                plain,
+                view,
+                "--passfile",
+                passfile
+            ]),
+            "mount --reverse --passfile",
+        );
+        assert_eq!(count(&view), 4);
+    }
+    {
+        let _g = MountGuard::new(BIN, &view);
+        let out = test_support::run::output(
+            Command::new(BIN).args(args!["mount", "--reverse", plain, view, "--recovery-key"]),
+            format!("{rk}\n").as_bytes(),
+        );
+        ok(&out, "mount --reverse --recovery-key");
+        let backup = t.join("backup");
+        ok(
+            &test_support::run::output(Command::new("cp").arg("-a").arg(&view).arg(&backup), b""),
+            "cp -a",
+        );
+        drop(_g);
+        let fwd = t.sub("fwd");
+        let _f = MountGuard::new(BIN, &fwd);
+        ok(
+            &test_support::run::output(
+                Command::new(BIN)
+                    .args(args![
+                        "mount",
+                        backup,
+                        fwd,
+                        "--passfile",
+                        passfile,
+                        "-o",
+                        "ro"
+                    ])
+                    .env("FSCRYPT_RS_STATE_DIR", t.sub("state")),
+                b"",
+            ),
+            "forward mount of the copy with the passphrase",
+        );
+        assert_eq!(std::fs::read(fwd.join("a.txt")).unwrap(), b"protected");
+    }
+    std::fs::write(&passfile, "wrong\n").unwrap();
+    let out = run(args![
+        "mount",
+        "--reverse",
+        plain,
+        view,
+        "--passfile",
+        passfile
+    ]);
+    assert_eq!(out.status.code(), Some(12), "{}", text(&out.stderr));
+    assert!(!is_mounted(&view));
+}
