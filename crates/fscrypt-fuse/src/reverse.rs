@@ -942,4 +942,97 @@ mod tests {
         assert_eq!(time(1, 5), SystemTime::UNIX_EPOCH + Duration::new(1, 5));
         assert_eq!(file_type(libc::S_IFLNK | 0o777), FileType::Symlink);
     }
+
+    fn keys() -> ReverseKeys {
+        let master = fscrypt::MasterKey::new(&[0x24; 64]).unwrap();
+        let policy = fscrypt::PolicyV2::new_default(master.identifier());
+        ReverseKeys::new(master, policy).unwrap()
+    }
+
+    /// The entries of directory node `i`: (name, type).
+    fn list(fs: &ReverseFs, i: u64) -> Vec<(Vec<u8>, FileType)> {
+        let (h, _) = fs.opendir(InodeNo(i)).unwrap();
+        let mut out = Vec::new();
+        fs.readdir(h, 0, |_, _, kind, name| {
+            out.push((name.as_bytes().to_vec(), kind));
+            false
+        })
+        .unwrap();
+        fs.releasedir(h).unwrap();
+        out
+    }
+
+    /// The served view, without FUSE: names, the hidden config, reads
+    /// against [`FileView`], no write, no symlink followed, exclusions.
+    #[test]
+    fn the_backend_serves_the_view() {
+        let t = test_support::TempDir::new("reverse-backend");
+        let plain = t.path();
+        std::fs::write(plain.join(REVERSE_CONFIG_NAME), b"{}").unwrap();
+        std::fs::create_dir(plain.join("dir")).unwrap();
+        let data: Vec<u8> = (0..600_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(plain.join("dir/file"), &data).unwrap();
+        std::fs::write(plain.join("skip.tmp"), b"x").unwrap();
+        // A symlink to a directory outside: shown as a symlink only.
+        std::os::unix::fs::symlink("/", plain.join("up")).unwrap();
+        let fs = ReverseFs::new(keys(), plain, Excludes::new(["*.tmp"])).unwrap();
+        let root = list(&fs, 1);
+        let names: Vec<_> = root.iter().map(|(n, _)| n.clone()).collect();
+        assert!(names.contains(&b"fscrypt.dir".to_vec()));
+        assert!(names.contains(&b"fscrypt.vault.json".to_vec()));
+        assert!(names.contains(&b"fscrypt.clean".to_vec()));
+        assert!(!names.contains(&REVERSE_CONFIG_NAME.as_bytes().to_vec()));
+        // ., .., three made entries, dir and up (skip.tmp excluded).
+        assert_eq!(root.len(), 7, "{names:?}");
+        let kinds: Vec<_> = root.iter().map(|(_, k)| *k).collect();
+        assert_eq!(kinds.iter().filter(|k| **k == FileType::Symlink).count(), 1);
+        let dname = root
+            .iter()
+            .find(|(n, k)| *k == FileType::Directory && n != b"." && n != b"..")
+            .map(|(n, _)| n.clone())
+            .unwrap();
+        let d = fs.lookup(InodeNo(1), OsStr::from_bytes(&dname)).unwrap();
+        let inner = list(&fs, d.ino.0);
+        let (fname, _) = inner
+            .iter()
+            .find(|(n, k)| *k == FileType::RegularFile && n != b"fscrypt.dir")
+            .cloned()
+            .unwrap();
+        let a = fs
+            .lookup(InodeNo(d.ino.0), OsStr::from_bytes(&fname))
+            .unwrap();
+        let hint = fscrypt_vault::integrity::units::len_for_size(data.len() as u64, 4096);
+        assert_eq!(Some(a.size), hint);
+        assert!(matches!(
+            fs.open(InodeNo(a.ino.0), libc::O_WRONLY),
+            Err(Error::ReadOnly)
+        ));
+        let (h, _) = fs.open(InodeNo(a.ino.0), libc::O_RDONLY).unwrap();
+        // Reads in odd pieces give the bytes of one whole read.
+        let mut whole = Vec::new();
+        let r = fs.read(h, 0, a.size as u32, &mut whole).unwrap();
+        assert_eq!(r.len() as u64, a.size);
+        let mut off = 0u64;
+        while off < a.size {
+            let mut piece = Vec::new();
+            let r = fs.read(h, off, 70_001, &mut piece).unwrap();
+            assert_eq!(
+                &piece[r.clone()],
+                &whole[off as usize..off as usize + r.len()]
+            );
+            off += r.len() as u64;
+        }
+        fs.release(h).unwrap();
+        // Names that are not in the view are not found.
+        assert!(matches!(
+            fs.lookup(InodeNo(1), OsStr::new("dir")),
+            Err(Error::NotFound)
+        ));
+        // A directory replaced by a symlink behind the view is never
+        // entered: its node fails instead of following the link.
+        std::fs::rename(plain.join("dir"), plain.join("moved")).unwrap();
+        std::os::unix::fs::symlink("moved", plain.join("dir")).unwrap();
+        assert!(fs.opendir(InodeNo(d.ino.0)).is_err());
+        assert!(fs.getattr(InodeNo(a.ino.0)).is_err());
+    }
 }
