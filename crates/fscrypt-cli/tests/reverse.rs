@@ -633,6 +633,7 @@ fn view_through_engine(
             fs_name: "reverse-engine-test".into(),
             io_uring,
             excludes: fscrypt_vault::reverse::Excludes::default(),
+            idle: None,
         },
         &view,
     )
@@ -780,4 +781,25 @@ fn every_protector_kind_unlocks_the_view() {
     ]);
     assert_eq!(out.status.code(), Some(12), "{}", text(&out.stderr));
     assert!(!is_mounted(&view));
+}
+
+/// `--idle` unmounts an unused view, as it does a vault.
+#[test]
+fn an_idle_view_unmounts_itself() {
+    if !can_mount("an_idle_view_unmounts_itself") {
+        return;
+    }
+    let t = TempDir::new("rev-idle");
+    let plain = t.sub("plain");
+    std::fs::write(plain.join("a"), b"a").unwrap();
+    let key = t.join("key");
+    init_reverse(&plain, &key);
+    let view = t.sub("view");
+    let _g = mount_reverse(&plain, &view, &key, &["--idle", "1s"]);
+    assert_eq!(std::fs::read_dir(&view).unwrap().count(), 4);
+    test_support::procs::wait_for(
+        "the idle view to unmount",
+        std::time::Duration::from_secs(15),
+        || !is_mounted(&view),
+    );
 }

@@ -70,6 +70,8 @@ pub struct ReverseMountConfig {
     pub io_uring: bool,
     /// Entries left out of the view.
     pub excludes: Excludes,
+    /// Unmount once unused this long (as [`crate::MountConfig::idle`]).
+    pub idle: Option<Duration>,
 }
 
 impl ReverseMountConfig {
@@ -911,7 +913,7 @@ pub fn mount_on(
     let options = config.options();
     session::check(&options, mp)?;
     let fs = ReverseFs::new(keys, &config.plain_dir, config.excludes)?;
-    session::serve(session::engine(fs, &options), mp, None)
+    session::serve(session::engine(fs, &options), mp, config.idle)
 }
 
 /// [`mount_on`] served by a background thread of this process (tests);

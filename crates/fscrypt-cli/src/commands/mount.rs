@@ -790,6 +790,7 @@ fn run_reverse(
         allow_other: opts.allow_other,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
         excludes: fscrypt_vault::reverse::Excludes::new(&args.exclude),
+        idle: opts.idle,
     };
     fscrypt_fuse::reverse::mount_on(keys, config, mountpoint)
         .with_context(|| format!("mounting {}", mountpoint.path().display()))?;
