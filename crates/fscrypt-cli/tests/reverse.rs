@@ -110,7 +110,7 @@ fn mount_reverse(plain: &Path, view: &Path, key: &Path, extra: &[&str]) -> Mount
 }
 
 /// Everything a byte-stable view must keep: per entry (sorted) its path,
-/// type, mode, mtime, size and bytes (or symlink target).
+/// inode number, type, mode, mtime, size and bytes (or symlink target).
 fn snapshot(root: &Path) -> Vec<u8> {
     fn go(root: &Path, dir: &Path, out: &mut Vec<u8>) {
         let mut names: Vec<_> = std::fs::read_dir(dir)
@@ -124,8 +124,11 @@ fn snapshot(root: &Path) -> Vec<u8> {
             let rel = p.strip_prefix(root).unwrap();
             out.extend_from_slice(
                 format!(
-                    "{} {:o} {} {} {}\n",
+                    "{} {} {:o} {} {} {}\n",
                     rel.display(),
+                    // Stable inode numbers: restic and borg key their
+                    // caches on them.
+                    m.ino(),
                     m.mode(),
                     m.mtime(),
                     m.mtime_nsec(),

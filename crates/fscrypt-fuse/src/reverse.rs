@@ -159,7 +159,19 @@ struct Nodes {
     by_name: HashMap<(u64, Vec<u8>), u64>,
     /// Per id: the lookups the kernel holds and the name it was found by.
     refs: HashMap<u64, (u64, (u64, Vec<u8>))>,
-    next: u64,
+}
+
+/// The node id (and inode number) of the entry `name` of directory node
+/// `parent`: 63 bits of SHA-256 over both, never 0 or 1 (the root), so
+/// the same path has the same inode number at every mount.
+fn stable_id(parent: u64, name: &[u8]) -> u64 {
+    let mut b = Vec::with_capacity(8 + name.len());
+    b.extend_from_slice(&parent.to_le_bytes());
+    b.extend_from_slice(name);
+    let h = fscrypt_crypto::sha256(&b);
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&h[..8]);
+    (u64::from_le_bytes(id) >> 1).max(2)
 }
 
 /// An open file or directory.
@@ -167,7 +179,8 @@ enum Handle {
     File(Arc<OpenFile>),
     /// Bytes the view makes ([`What::Bytes`], [`What::Config`]).
     Made(What),
-    Dir(Arc<Listing>),
+    /// A directory's listing and its node id.
+    Dir(u64, Arc<Listing>),
 }
 
 /// Groups kept per open file: the kernel's read-ahead asks for a group's
@@ -284,10 +297,7 @@ impl ReverseFs {
             ))
         })?;
         let root_ctx = keys.root_context();
-        let mut nodes = Nodes {
-            next: 2,
-            ..Nodes::default()
-        };
+        let mut nodes = Nodes::default();
         nodes.by_id.insert(
             1,
             Arc::new(Node {
@@ -358,8 +368,13 @@ impl ReverseFs {
             }
             return id;
         }
-        let id = n.next;
-        n.next += 1;
+        // Stable: the same id at every mount (backup tools that key their
+        // caches on inode numbers, as restic and borg do, see the same
+        // file); the next free one if another object holds it.
+        let mut id = stable_id(parent, name);
+        while n.by_id.contains_key(&id) {
+            id = id.wrapping_add(1).max(2);
+        }
         n.by_id.insert(id, Arc::new(Node { what: what.clone() }));
         n.refs.insert(id, (1, key.clone()));
         n.by_name.insert(key, id);
@@ -827,7 +842,7 @@ impl Backend for ReverseFs {
         let (rel, ctx) = self.dir_of(i.0)?;
         let l = self.listing(i.0, &rel, &ctx)?;
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(fh, Handle::Dir(l));
+        lock(&self.handles).insert(fh, Handle::Dir(i.0, l));
         Ok((FileHandle(fh), FopenFlags::empty()))
     }
 
@@ -835,8 +850,8 @@ impl Backend for ReverseFs {
     where
         F: FnMut(u64, u64, FileType, &OsStr) -> bool,
     {
-        let l = match lock(&self.handles).get(&h.0) {
-            Some(Handle::Dir(l)) => l.clone(),
+        let (dir, l) = match lock(&self.handles).get(&h.0) {
+            Some(Handle::Dir(d, l)) => (*d, l.clone()),
             _ => return Err(Error::BadHandle),
         };
         let mut next = offset;
@@ -849,10 +864,10 @@ impl Backend for ReverseFs {
         }
         let skip = usize::try_from(next - 2).unwrap_or(usize::MAX);
         for (k, e) in l.entries.iter().enumerate().skip(skip) {
-            // Inode numbers in a listing only need to be non-zero; the
-            // kernel looks each entry up for its node id.
+            // The inode number a lookup gives unless another object held
+            // it (the kernel looks each entry up for its node id).
             if add(
-                k as u64 + 2,
+                stable_id(dir, &e.name),
                 k as u64 + 3,
                 e.kind,
                 OsStr::from_bytes(&e.name),
