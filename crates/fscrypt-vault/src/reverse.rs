@@ -592,8 +592,18 @@ mod tests {
 
     #[test]
     fn file_view_is_a_valid_format_3_file() {
+        // 4096-byte units, and 512-byte ones (a file over two groups).
+        file_view_checks(0, 5000, 4096 * 2);
+        file_view_checks(9, 70_000, 512 * 3);
+    }
+
+    fn file_view_checks(log2_du: u8, head: usize, zeros: usize) {
         use std::io::Write;
-        let k = keys();
+        let master = MasterKey::new(&[0x42; 64]).unwrap();
+        let mut policy = PolicyV2::new_default(master.identifier());
+        policy.log2_data_unit_size = log2_du;
+        let k = ReverseKeys::new(master, policy).unwrap();
+        let du = k.data_unit_size();
         let root = k.root_context();
         let dir = k.crypt(&root, FileType::Directory).unwrap();
         let ct = k.encrypt_name(&dir, b"hello.txt").unwrap();
@@ -602,8 +612,8 @@ mod tests {
         let crypt = k.crypt(&ctx, FileType::Regular).unwrap();
         let t = test_support::TempDir::new("reverse-view");
         let path = t.path().join("p");
-        let mut plain = vec![7u8; 5000];
-        plain.extend_from_slice(&[0u8; 4096 * 2]);
+        let mut plain: Vec<u8> = (0..head).map(|i| (i % 251 + 1) as u8).collect();
+        plain.extend_from_slice(&vec![0u8; zeros]);
         plain.extend_from_slice(b"tail");
         std::fs::File::create(&path)
             .unwrap()
@@ -611,10 +621,7 @@ mod tests {
             .unwrap();
         let f = File::open(&path).unwrap();
         let v = FileView::new(&k, &ctx, plain.len() as u64, k.binding(&root.nonce, &name)).unwrap();
-        assert_eq!(
-            units::size_from_len(v.len(), 4096),
-            Some(plain.len() as u64)
-        );
+        assert_eq!(units::size_from_len(v.len(), du), Some(plain.len() as u64));
         let mut out = vec![0u8; v.len() as usize];
         v.read(0, &mut out, |g| {
             v.group(&k, &crypt, &f, g).map(std::sync::Arc::new)
@@ -626,10 +633,11 @@ mod tests {
         let rec = FileRecord::decode(&out[1024..2048], k.integrity(), &ctx.nonce).unwrap();
         assert_eq!(rec.size, plain.len() as u64);
         assert!(rec.is_bound_to(&k.binding(&root.nonce, &name)));
-        for i in 0..4u64 {
-            let off = units::unit_offset(i, 4096).unwrap() as usize;
-            let mut unit = out[off..off + 4096].to_vec();
-            let pair = units::slot_pair_offset(i, 4096).unwrap() as usize;
+        let n = (plain.len() as u64).div_ceil(du);
+        for i in 0..n {
+            let off = units::unit_offset(i, du).unwrap() as usize;
+            let mut unit = out[off..off + du as usize].to_vec();
+            let pair = units::slot_pair_offset(i, du).unwrap() as usize;
             let slot = &out[pair..pair + 16];
             if unit.iter().all(|&b| b == 0) {
                 assert_eq!(slot, &[0u8; 16]);
@@ -644,8 +652,8 @@ mod tests {
                 &slot[1..]
             ));
             crypt.decrypt_data_units(i, &mut unit).unwrap();
-            let s = i as usize * 4096;
-            let e = (s + 4096).min(plain.len());
+            let s = (i * du) as usize;
+            let e = (s + du as usize).min(plain.len());
             assert_eq!(&unit[..e - s], &plain[s..e]);
         }
         // A read in pieces gives the same bytes.
