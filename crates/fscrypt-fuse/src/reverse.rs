@@ -334,10 +334,54 @@ impl ReverseFs {
             ) {
                 Err(Errno::AGAIN) => continue,
                 Err(Errno::LOOP) => return Err(Error::Stale),
+                // No openat2 (before Linux 5.6) or a seccomp filter
+                // refusing it: one component at a time, each without
+                // following a symlink.
+                Err(Errno::NOSYS | Errno::PERM) => return self.open_walk(path, flags),
                 r => return r.map_err(|e| Error::Io(e.into())),
             }
         }
         Err(Error::Io(std::io::Error::from(Errno::AGAIN)))
+    }
+
+    /// [`ReverseFs::open_rel`] through [`safe_open::open_entry`], one
+    /// component at a time.
+    fn open_walk(&self, path: &[u8], flags: OFlags) -> Result<OwnedFd> {
+        let err = |e: safe_open::Error| match e.errno() {
+            Errno::LOOP => Error::Stale,
+            e => Error::Io(e.into()),
+        };
+        let mut dir = rustix::io::dup(&self.root)?;
+        let parts: Vec<&[u8]> = path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
+        let Some((last, inner)) = parts.split_last() else {
+            return Ok(rustix::fs::openat(
+                &self.root,
+                ".",
+                flags | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?);
+        };
+        for c in inner {
+            dir = safe_open::open_entry(
+                dir.as_fd(),
+                c,
+                OFlags::PATH | OFlags::DIRECTORY,
+                Mode::empty(),
+                safe_open::Mounts::Cross,
+            )
+            .map_err(err)?;
+        }
+        safe_open::open_entry(
+            dir.as_fd(),
+            last,
+            flags,
+            Mode::empty(),
+            safe_open::Mounts::Cross,
+        )
+        .map_err(err)
     }
 
     fn stat_rel(&self, rel: &[u8]) -> Result<rustix::fs::Stat> {
@@ -1045,11 +1089,18 @@ mod tests {
             fs.lookup(InodeNo(1), OsStr::new("dir")),
             Err(Error::NotFound)
         ));
+        // The walk used without openat2 finds the same file, and the
+        // root for an empty path.
+        assert!(fs.open_walk(b"dir/file", OFlags::RDONLY).is_ok());
+        assert!(fs.open_walk(b"", OFlags::PATH).is_ok());
+        // A symlink on the way is not followed.
+        assert!(fs.open_walk(b"up/etc", OFlags::PATH).is_err());
         // A directory replaced by a symlink behind the view is never
         // entered: its node fails instead of following the link.
         std::fs::rename(plain.join("dir"), plain.join("moved")).unwrap();
         std::os::unix::fs::symlink("moved", plain.join("dir")).unwrap();
         assert!(fs.opendir(InodeNo(d.ino.0)).is_err());
         assert!(fs.getattr(InodeNo(a.ino.0)).is_err());
+        assert!(fs.open_walk(b"dir/file", OFlags::RDONLY).is_err());
     }
 }
