@@ -71,6 +71,9 @@ fn plain_tree(t: &TempDir) -> PathBuf {
     std::fs::write(plain.join("L".repeat(200)), b"long name").unwrap();
     std::os::unix::fs::symlink("hello.txt", plain.join("link")).unwrap();
     std::os::unix::fs::symlink("/nowhere/at/all", plain.join("docs/dangling")).unwrap();
+    // A target too long for a backing symlink: in the symlink store.
+    let long_target = format!("{}/end", "t".repeat(3500));
+    std::os::unix::fs::symlink(&long_target, plain.join("docs/long-link")).unwrap();
     // Never followed: the view shows a symlink, not the directory.
     std::os::unix::fs::symlink("/etc", plain.join("docs/outside")).unwrap();
     std::fs::hard_link(plain.join("hello.txt"), plain.join("docs/hard")).unwrap();
@@ -376,6 +379,13 @@ fn a_copy_of_the_view_is_a_vault_that_restores_the_plaintext() {
         std::fs::read_link(fwd.join("docs/dangling")).unwrap(),
         Path::new("/nowhere/at/all")
     );
+    assert_eq!(
+        std::fs::read_link(fwd.join("docs/long-link"))
+            .unwrap()
+            .as_os_str()
+            .len(),
+        3504
+    );
     // Hard links come back as separate files with the same bytes.
     assert_eq!(
         std::fs::read(fwd.join("docs/hard")).unwrap(),
@@ -578,8 +588,9 @@ fn an_ordinary_user_mounts_a_view_and_allow_other_serves_a_backup_user() {
     let out = nobody_sh(&format!("ls {} | wc -l", view.display()))
         .output()
         .unwrap();
-    // fscrypt.dir, fscrypt.vault.json, fscrypt.clean and the file.
-    assert_eq!(text(&out.stdout).trim(), "4", "{out:?}");
+    // fscrypt.dir, fscrypt.vault.json, fscrypt.clean, fscrypt.symlinks
+    // and the file.
+    assert_eq!(text(&out.stdout).trim(), "5", "{out:?}");
     let out = nobody_sh(&format!("cat {}/* | grep -c secret-data", view.display()))
         .output()
         .unwrap();
@@ -737,7 +748,7 @@ fn every_protector_kind_unlocks_the_view() {
             ]),
             "mount --reverse --passfile",
         );
-        assert_eq!(count(&view), 4);
+        assert_eq!(count(&view), 5);
     }
     {
         let _g = MountGuard::new(BIN, &view);
@@ -799,7 +810,7 @@ fn an_idle_view_unmounts_itself() {
     init_reverse(&plain, &key);
     let view = t.sub("view");
     let _g = mount_reverse(&plain, &view, &key, &["--idle", "1s"]);
-    assert_eq!(std::fs::read_dir(&view).unwrap().count(), 4);
+    assert_eq!(std::fs::read_dir(&view).unwrap().count(), 5);
     test_support::procs::wait_for(
         "the idle view to unmount",
         std::time::Duration::from_secs(15),

@@ -15,7 +15,8 @@
 //! their encrypted target; FIFOs, sockets and devices are shown as they are.
 //! Hard links are separate files (each path has its own nonce). Extended
 //! attributes are not shown. Symlink targets too long for the inline form
-//! (over about 2,990 bytes) are left out with a log line.
+//! are markers of objects in the root's `fscrypt.symlinks/`, which a walk
+//! of the whole view fills when it is opened.
 //!
 //! The plaintext is untrusted in shape: every object is opened from the
 //! root descriptor with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
@@ -108,6 +109,9 @@ enum What {
     Bytes { data: Arc<[u8]> },
     /// The reverse config, shown as `fscrypt.vault.json`.
     Config,
+    /// The symlink store `fscrypt.symlinks/`: the store objects of the
+    /// symlinks whose targets do not fit inline.
+    Store,
 }
 
 impl What {
@@ -122,7 +126,7 @@ impl What {
             }
             (What::Special { rel: a }, What::Special { rel: b }) => a == b,
             (What::Bytes { data: a }, What::Bytes { data: b }) => a == b,
-            (What::Config, What::Config) => true,
+            (What::Config, What::Config) | (What::Store, What::Store) => true,
             _ => false,
         }
     }
@@ -449,6 +453,12 @@ impl ReverseFs {
     fn attr(&self, id: u64, node: &Node) -> Result<FileAttr> {
         let (rel, size) = match &node.what {
             What::Bytes { data } => return Ok(self.bytes_attr(id, data.len(), 0o644)),
+            What::Store => {
+                let mut a = self.bytes_attr(id, 4096, 0o700);
+                a.kind = FileType::Directory;
+                a.nlink = 2;
+                return Ok(a);
+            }
             What::Config => {
                 let st = rustix::fs::statat(
                     &self.root,
@@ -540,7 +550,8 @@ impl ReverseFs {
             st.st_ctime,
             st.st_ctime_nsec,
         );
-        if let Some(l) = lock(&self.dirs).get(&id)
+        if id != 0
+            && let Some(l) = lock(&self.dirs).get(&id)
             && l.stamp == stamp
         {
             return Ok(l.clone());
@@ -558,6 +569,11 @@ impl ReverseFs {
                 name: CONFIG_NAME.as_bytes().to_vec(),
                 what: What::Config,
                 kind: FileType::RegularFile,
+            });
+            entries.push(Entry {
+                name: layout::SYMLINK_STORE_DIR.as_bytes().to_vec(),
+                what: What::Store,
+                kind: FileType::Directory,
             });
             entries.push(Entry {
                 name: layout::CLEAN_MARKER.as_bytes().to_vec(),
@@ -654,18 +670,82 @@ impl ReverseFs {
             entries,
             by_name,
         });
+        if id != 0 {
+            self.cache(id, l.clone());
+        }
+        Ok(l)
+    }
+
+    fn cache(&self, id: u64, l: Arc<Listing>) {
         let mut dirs = lock(&self.dirs);
         if dirs.len() >= DIR_CACHE {
             dirs.clear();
         }
-        dirs.insert(id, l.clone());
-        Ok(l)
+        dirs.insert(id, l);
     }
 
-    fn dir_of(&self, id: u64) -> Result<(Vec<u8>, ContextV2)> {
+    /// The listing of directory node `id`; for the symlink store, made
+    /// again when `fresh` (at OPENDIR) or not made yet.
+    fn dir_listing(&self, id: u64, fresh: bool) -> Result<Arc<Listing>> {
         match &self.node(id)?.what {
-            What::Dir { rel, ctx } => Ok((rel.clone(), *ctx)),
+            What::Dir { rel, ctx } => self.listing(id, rel, ctx),
+            What::Store => {
+                if !fresh && let Some(l) = lock(&self.dirs).get(&id) {
+                    return Ok(l.clone());
+                }
+                let l = Arc::new(self.store_listing());
+                self.cache(id, l.clone());
+                Ok(l)
+            }
             _ => Err(Error::WrongType(WrongType::NotDir)),
+        }
+    }
+
+    /// The symlink store's entries: one object per symlink of the tree
+    /// (exclusions applied) whose target does not fit inline, found by a
+    /// walk of the whole view. Directories that cannot be read are left
+    /// out, as their listing is.
+    fn store_listing(&self) -> Listing {
+        let mut stack = vec![(Vec::new(), self.keys.root_context())];
+        let mut entries = Vec::new();
+        while let Some((rel, ctx)) = stack.pop() {
+            let Ok(l) = self.listing(0, &rel, &ctx) else {
+                continue;
+            };
+            for e in &l.entries {
+                match &e.what {
+                    What::Dir { rel, ctx } => stack.push((rel.clone(), *ctx)),
+                    What::Symlink { rel, ctx } => {
+                        let object = self
+                            .open_rel(rel, OFlags::PATH)
+                            .and_then(|fd| Ok(rustix::fs::readlinkat(&fd, "", Vec::new())?))
+                            .and_then(|t| {
+                                self.keys.store_object(ctx, t.as_bytes()).map_err(rev_err)
+                            });
+                        if let Ok(Some((id, data))) = object {
+                            entries.push(Entry {
+                                name: id.into_bytes(),
+                                what: What::Bytes {
+                                    data: Arc::from(&data[..]),
+                                },
+                                kind: FileType::RegularFile,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
+        Listing {
+            stamp: (0, 0, 0, 0, 0),
+            entries,
+            by_name,
         }
     }
 
@@ -764,8 +844,7 @@ impl Backend for ReverseFs {
         if name.len() > 255 {
             return Err(Error::NameTooLong);
         }
-        let (rel, ctx) = self.dir_of(parent.0)?;
-        let l = self.listing(parent.0, &rel, &ctx)?;
+        let l = self.dir_listing(parent.0, false)?;
         let e = l
             .by_name
             .get(name.as_bytes())
@@ -883,8 +962,7 @@ impl Backend for ReverseFs {
     }
 
     fn opendir(&self, i: InodeNo) -> Result<(FileHandle, FopenFlags)> {
-        let (rel, ctx) = self.dir_of(i.0)?;
-        let l = self.listing(i.0, &rel, &ctx)?;
+        let l = self.dir_listing(i.0, true)?;
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Handle::Dir(i.0, l));
         Ok((FileHandle(fh), FopenFlags::empty()))
@@ -1043,13 +1121,15 @@ mod tests {
         assert!(names.contains(&b"fscrypt.vault.json".to_vec()));
         assert!(names.contains(&b"fscrypt.clean".to_vec()));
         assert!(!names.contains(&REVERSE_CONFIG_NAME.as_bytes().to_vec()));
-        // ., .., three made entries, dir and up (skip.tmp excluded).
-        assert_eq!(root.len(), 7, "{names:?}");
+        // ., .., four made entries, dir and up (skip.tmp excluded).
+        assert_eq!(root.len(), 8, "{names:?}");
         let kinds: Vec<_> = root.iter().map(|(_, k)| *k).collect();
         assert_eq!(kinds.iter().filter(|k| **k == FileType::Symlink).count(), 1);
         let dname = root
             .iter()
-            .find(|(n, k)| *k == FileType::Directory && n != b"." && n != b"..")
+            .find(|(n, k)| {
+                *k == FileType::Directory && n != b"." && n != b".." && n != b"fscrypt.symlinks"
+            })
             .map(|(n, _)| n.clone())
             .unwrap();
         let d = fs.lookup(InodeNo(1), OsStr::from_bytes(&dname)).unwrap();

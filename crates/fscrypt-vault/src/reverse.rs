@@ -62,8 +62,8 @@ pub enum ReverseError {
     /// key setup).
     #[error("fscrypt: {0}")]
     Format(#[from] fscrypt::Error),
-    /// A symlink target whose ciphertext does not fit inline (over about
-    /// 2,990 bytes): the view leaves such symlinks out.
+    /// A symlink target too long even for the symlink store (over 4095
+    /// bytes; Linux makes none): the view leaves such symlinks out.
     #[error("symlink target too long for the reverse view")]
     TargetTooLong,
     /// A size whose view length would pass `i64::MAX`.
@@ -198,21 +198,67 @@ impl ReverseKeys {
     }
 
     /// The view target of a symlink of context `ctx` to plaintext `target`
-    /// (inline form, §4b.7).
+    /// (§4b.7): the inline form, or for a target too long for it the
+    /// marker `fscrypt.symlink.<id>` of its store object
+    /// ([`ReverseKeys::store_object`]), `<id>` the base64url of the
+    /// symlink's nonce.
     ///
     /// # Errors
-    /// [`ReverseError::TargetTooLong`] when it needs the symlink store,
-    /// [`ReverseError::Format`] for an empty target or one with NUL.
+    /// [`ReverseError::TargetTooLong`] past what the store holds (4095
+    /// bytes), [`ReverseError::Format`] for an empty target or one with NUL.
     pub fn symlink_target(&self, ctx: &ContextV2, target: &[u8]) -> Result<String, ReverseError> {
+        match self.symlink_blob(ctx, target)? {
+            (blob, false) => Ok(symlinks::encode_symlink(&self.integrity, ctx, &blob)),
+            (_, true) => Ok(format!(
+                "{}{}",
+                crate::layout::SYMLINK_MARKER_PREFIX,
+                crate::layout::store_id(&ctx.nonce)
+            )),
+        }
+    }
+
+    /// For a symlink whose target needs the symlink store: the store
+    /// object's name (its id) and bytes (format 3, §4b.7); `None` for an
+    /// inline target.
+    ///
+    /// # Errors
+    /// As [`ReverseKeys::symlink_target`].
+    pub fn store_object(
+        &self,
+        ctx: &ContextV2,
+        target: &[u8],
+    ) -> Result<Option<(String, Vec<u8>)>, ReverseError> {
+        Ok(match self.symlink_blob(ctx, target)? {
+            (_, false) => None,
+            (blob, true) => Some((
+                crate::layout::store_id(&ctx.nonce),
+                symlinks::encode_store_object(&self.integrity, ctx, &blob),
+            )),
+        })
+    }
+
+    /// The `fscrypt_symlink_data` blob of `target` and whether it needs
+    /// the store (as a mount decides: inline when it fits, §6).
+    fn symlink_blob(
+        &self,
+        ctx: &ContextV2,
+        target: &[u8],
+    ) -> Result<(Vec<u8>, bool), ReverseError> {
         let crypt = self.crypt(ctx, FileType::Symlink)?;
-        let blob = match crypt.encrypt_symlink(target, SYMLINK_MAX_BLOB_V3) {
-            Ok(b) => b,
-            Err(fscrypt::Error::Name(fscrypt::NameError::TooLong { .. })) => {
-                return Err(ReverseError::TargetTooLong);
-            }
-            Err(e) => return Err(e.into()),
+        let too_long = |e: &fscrypt::Error| {
+            matches!(e, fscrypt::Error::Name(fscrypt::NameError::TooLong { .. }))
         };
-        Ok(symlinks::encode_symlink(&self.integrity, ctx, &blob))
+        match crypt.encrypt_symlink(target, SYMLINK_MAX_BLOB_V3) {
+            Ok(b) => Ok((b, false)),
+            Err(e) if too_long(&e) => {
+                match crypt.encrypt_symlink(target, crate::layout::SYMLINK_MAX_BLOB_STORED) {
+                    Ok(b) => Ok((b, true)),
+                    Err(e) if too_long(&e) => Err(ReverseError::TargetTooLong),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
