@@ -577,35 +577,57 @@ impl Excludes {
     }
 }
 
+/// One element of a glob pattern.
+#[derive(Clone, Copy)]
+enum Tok {
+    /// `**`: any run of bytes.
+    AnyRun,
+    /// `*`: any run of bytes but `/`.
+    Run,
+    /// `?`: one byte but `/`.
+    One,
+    /// A literal byte.
+    Lit(u8),
+}
+
 /// Glob matching of `text` against `pat` (`*`, `**`, `?`; everything else
-/// literal), iterative with one backtracking point per star kind.
+/// literal), by dynamic programming over (pattern element, text offset):
+/// time and memory linear in each, whatever the pattern (no backtracking
+/// blow-up on many stars).
 fn glob(pat: &[u8], text: &[u8]) -> bool {
-    fn go(p: &[u8], t: &[u8]) -> bool {
-        if p.is_empty() {
-            return t.is_empty();
-        }
-        if p.starts_with(b"**") {
-            let rest = &p[2..];
-            return (0..=t.len()).any(|k| go(rest, &t[k..]));
-        }
-        match p[0] {
-            b'*' => {
-                let rest = &p[1..];
-                for k in 0..=t.len() {
-                    if go(rest, &t[k..]) {
-                        return true;
-                    }
-                    if k < t.len() && t[k] == b'/' {
-                        break;
-                    }
-                }
-                false
+    let mut toks = Vec::with_capacity(pat.len());
+    let mut i = 0;
+    while i < pat.len() {
+        let t = match pat[i] {
+            b'*' if pat.get(i + 1) == Some(&b'*') => {
+                i += 1;
+                Tok::AnyRun
             }
-            b'?' => !t.is_empty() && t[0] != b'/' && go(&p[1..], &t[1..]),
-            c => !t.is_empty() && t[0] == c && go(&p[1..], &t[1..]),
-        }
+            b'*' => Tok::Run,
+            b'?' => Tok::One,
+            c => Tok::Lit(c),
+        };
+        toks.push(t);
+        i += 1;
     }
-    go(pat, text)
+    let m = text.len();
+    // next[j]: the elements after the current one match text[j..].
+    let mut next = vec![false; m + 1];
+    next[m] = true;
+    for tok in toks.iter().rev() {
+        let mut cur = vec![false; m + 1];
+        for j in (0..=m).rev() {
+            let c = text.get(j).copied();
+            cur[j] = match *tok {
+                Tok::AnyRun => next[j] || (c.is_some() && cur[j + 1]),
+                Tok::Run => next[j] || (c.is_some_and(|c| c != b'/') && cur[j + 1]),
+                Tok::One => c.is_some_and(|c| c != b'/') && next[j + 1],
+                Tok::Lit(l) => c == Some(l) && next[j + 1],
+            };
+        }
+        next = cur;
+    }
+    next[0]
 }
 
 #[cfg(test)]
@@ -729,5 +751,13 @@ mod tests {
             vec![b"*.o".to_vec(), b"build/".to_vec()]
         );
         assert!(Excludes::new([""]).is_empty());
+        assert!(glob(b"", b""));
+        assert!(!glob(b"", b"a"));
+        assert!(glob(b"**", b"a/b"));
+        assert!(!glob(b"*", b"a/b"));
+        assert!(glob(b"a*b*c", b"aXbYc"));
+        // Many stars against a long name: no backtracking blow-up.
+        let name = vec![b'a'; 255];
+        assert!(!glob(&b"*a*a*a*a*a*a*a*a*a*a*a*a*b"[..], &name));
     }
 }
