@@ -512,6 +512,30 @@ fn reverse_is_format_3_only() {
         t.join("key3")
     ]);
     assert!(!out.status.success(), "a second init --reverse succeeded");
+    // A directory never prepared: one line saying what to run.
+    let other = t.sub("other");
+    let view = t.sub("v");
+    let key2 = t.join("key2");
+    let out = run(args!["mount", "--reverse", other, view, "--key-file", key2]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("init --reverse"), "{err}");
+    // Its config is the one in the plaintext directory, never another.
+    let config = plain.join(REVERSE_CONFIG);
+    let out = run(args![
+        "mount",
+        "--reverse",
+        plain,
+        view,
+        "--key-file",
+        key2,
+        "--config",
+        config
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("leave out --config"));
+    assert!(!is_mounted(&view));
 }
 
 /// Why uid 65534 cannot mount here, if it cannot.

@@ -722,20 +722,24 @@ fn exclude_patterns(args: &Args) -> anyhow::Result<Vec<String>> {
 /// PLAIN, then mount the read-only view (in the foreground, or through a
 /// daemon as a vault mount does).
 fn exec_reverse(mut args: Args, mut opts: MountOptions) -> anyhow::Result<ExitCode> {
-    if args.config.config.is_none() {
-        let config = args
-            .cipherdir
-            .join(fscrypt_vault::reverse::REVERSE_CONFIG_NAME);
-        if config.symlink_metadata().is_err() {
-            bail!(
-                "{} is not prepared for reverse mode (no {}): run `fscrypt-rs init --reverse {}` first",
-                args.cipherdir.display(),
-                fscrypt_vault::reverse::REVERSE_CONFIG_NAME,
-                args.cipherdir.display()
-            );
-        }
-        args.config.config = Some(config);
+    if args.config.config.is_some() {
+        bail!(
+            "--reverse reads its config from {} in the plaintext directory: leave out --config",
+            fscrypt_vault::reverse::REVERSE_CONFIG_NAME
+        );
     }
+    let config = args
+        .cipherdir
+        .join(fscrypt_vault::reverse::REVERSE_CONFIG_NAME);
+    if config.symlink_metadata().is_err() {
+        bail!(
+            "{} is not prepared for reverse mode (no {}): run `fscrypt-rs init --reverse {}` first",
+            args.cipherdir.display(),
+            fscrypt_vault::reverse::REVERSE_CONFIG_NAME,
+            args.cipherdir.display()
+        );
+    }
+    args.config.config = Some(config);
     if opts.shared_storage || opts.acl || opts.suid || opts.dev {
         bail!("--reverse views are read-only: sharedstorage, acl, suid and dev do not apply");
     }
