@@ -14,10 +14,12 @@
 //! nothing of FUSE's wire): here the back-end speaks in [`InodeNo`],
 //! [`FileHandle`], [`FileAttr`] and [`Error`], never in requests.
 //!
-//! Back-ends today: [`crate::EncryptedFs`] (the vault) and
+//! Back-ends today: [`crate::EncryptedFs`] (the vault),
 //! [`crate::image::ImageFs`] (read-only view of a kernel-encrypted ext4
-//! image). Every operation that changes something has a default answering
-//! [`Error::ReadOnly`] (EROFS), so a read-only back-end implements only the
+//! image) and [`crate::reverse::ReverseFs`] (read-only view of a plaintext
+//! directory as its vault, reverse mode). Every operation that changes
+//! something has a default answering [`Error::ReadOnly`] (EROFS), so a
+//! read-only back-end implements only the
 //! reads; [`Backend::READ_ONLY`] tells INIT not to negotiate what only
 //! writes need.
 

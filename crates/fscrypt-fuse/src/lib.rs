@@ -12,7 +12,7 @@
 //!
 //! | module | concern |
 //! |---|---|
-//! | `backend.rs` | [`Backend`]: what a filesystem answers to be served (vault, image; reverse mode next) |
+//! | `backend.rs` | [`Backend`]: what a filesystem answers to be served (vault, image, reverse view) |
 //! | `ops.rs` | the engine: what each request does for any back-end (stats, errno, one log line per failure) |
 //! | `fuse.rs` | transport over `/dev/fuse`: the `fuser` adapter, INIT |
 //! | `ring/` | transport over io_uring (Linux 6.14+): per-CPU queues, the FUSE ABI as structs |
@@ -22,6 +22,7 @@
 //! | `inodes.rs`, `handles.rs` | the vault's inode and handle tables and their locks |
 //! | `crypt.rs` | the vault's seam to the `fscrypt` crate |
 //! | `image.rs` | the image back-end, [`image::ImageFs`], and `image mount` |
+//! | `reverse.rs` | the reverse-mode back-end, [`reverse::ReverseFs`]: a read-only view of a plaintext directory as its format 3 vault (issue 24) |
 //! | `mount/` | mounting any back-end: session, `fusermount3`, mount point, read-ahead, unmount |
 //! | `busy.rs` | which processes keep a mount busy |
 //!
@@ -44,6 +45,7 @@ pub mod image;
 mod inodes;
 mod mount;
 mod ops;
+pub mod reverse;
 mod ring;
 pub mod stats;
 

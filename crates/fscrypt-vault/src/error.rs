@@ -89,6 +89,9 @@ pub enum Error {
     /// The cipher directory already holds a vault config.
     #[error("{0} is already a vault: refusing to overwrite its config; choose an empty directory")]
     AlreadyInitialized(PathBuf),
+    /// Reverse mode was asked for with another format than 3.
+    #[error("reverse mode makes authenticated (format 3) views only: leave out --no-integrity")]
+    ReverseFormat,
     /// The cipher directory is not empty.
     #[error("{0} is not empty: a new vault needs an empty directory")]
     NotEmpty(PathBuf),

@@ -243,66 +243,13 @@ impl Vault {
             external,
         } = Self::init_target(cipherdir, config)?;
 
-        let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
-        protector::random_bytes(&mut raw_key)?;
-        let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
-        let raw_key: &[u8; MASTER_KEY_SIZE] = (*raw_key).try_into().expect("64-byte key");
-        let identifier = master.identifier();
-        let policy = opts.policy(identifier)?;
-        let policy_record = record_from_policy(&policy);
-        let policy_bytes = policy_record.to_uapi_bytes();
-
-        let mut protectors = Vec::new();
-        let mut argon2_report = None;
-        if let Some(pass) = &opts.passphrase {
-            let params = match opts.argon2 {
-                Argon2Choice::Fixed(p) => p,
-                Argon2Choice::Tune(target) => match Argon2Params::from_env()? {
-                    Some(p) => p,
-                    None => Argon2Params::calibrate(target, None)?.0,
-                },
-            };
-            let mut salt = [0u8; SALT_SIZE];
-            protector::random_bytes(&mut salt)?;
-            let start = Instant::now();
-            let wrapping = protector::passphrase_wrapping_key(&params, pass, &salt)?;
-            argon2_report = Some((params, start.elapsed()));
-            let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
-            let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
-            protectors.push(Protector::unnamed(ProtectorRecord::Passphrase {
-                params,
-                salt,
-                nonce,
-                wrapped_key,
-            }));
-        }
-        if let Some(key_file) = &opts.key_file {
-            let mut salt = [0u8; SALT_SIZE];
-            protector::random_bytes(&mut salt)?;
-            let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
-            let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
-            let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
-            protectors.push(Protector::unnamed(ProtectorRecord::KeyFile {
-                salt,
-                nonce,
-                wrapped_key,
-            }));
-        }
-        let mut recovery_key = None;
-        if opts.recovery_key {
-            let key = RecoveryKey::generate()?;
-            protectors.push(Protector::unnamed(crate::edit::wrap_master(
-                raw_key,
-                &crate::edit::NewSecret::RecoveryKey(&key),
-                &policy_bytes,
-            )?));
-            recovery_key = Some(key);
-            let now = config::now_unix();
-            for p in &mut protectors {
-                p.created = Some(now);
-            }
-        }
-        let record = ConfigRecord::new(policy_record, protectors);
+        let (record, report) = new_record(opts)?;
+        let (identifier, policy, argon2_report, recovery_key) = (
+            report.key_identifier,
+            report.policy,
+            report.argon2,
+            report.recovery_key,
+        );
 
         let result = crate::create_root_with(cipherdir, &policy, opts.format).and_then(|()| {
             config::write_new_atomic(&config_dir, &config_name, &record.to_json()).map_err(|e| {
@@ -328,6 +275,153 @@ impl Vault {
             recovery_key,
         })
     }
+}
+
+/// The config record of a new vault (fresh master key, policy, one wrapped
+/// copy of the key per protector) and what to report about it.
+fn new_record(opts: &InitOptions) -> Result<(ConfigRecord, InitReport), Error> {
+    let mut raw_key = SecretBuf::new(MASTER_KEY_SIZE);
+    protector::random_bytes(&mut raw_key)?;
+    let master = MasterKey::new(&raw_key).map_err(Error::MasterKey)?;
+    let raw_key: &[u8; MASTER_KEY_SIZE] = (*raw_key).try_into().expect("64-byte key");
+    let identifier = master.identifier();
+    let policy = opts.policy(identifier)?;
+    let policy_record = record_from_policy(&policy);
+    let policy_bytes = policy_record.to_uapi_bytes();
+
+    let mut protectors = Vec::new();
+    let mut argon2_report = None;
+    if let Some(pass) = &opts.passphrase {
+        let params = match opts.argon2 {
+            Argon2Choice::Fixed(p) => p,
+            Argon2Choice::Tune(target) => match Argon2Params::from_env()? {
+                Some(p) => p,
+                None => Argon2Params::calibrate(target, None)?.0,
+            },
+        };
+        let mut salt = [0u8; SALT_SIZE];
+        protector::random_bytes(&mut salt)?;
+        let start = Instant::now();
+        let wrapping = protector::passphrase_wrapping_key(&params, pass, &salt)?;
+        argon2_report = Some((params, start.elapsed()));
+        let ad = wrap::associated_data(config::KIND_PASSPHRASE, &policy_bytes);
+        let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
+        protectors.push(Protector::unnamed(ProtectorRecord::Passphrase {
+            params,
+            salt,
+            nonce,
+            wrapped_key,
+        }));
+    }
+    if let Some(key_file) = &opts.key_file {
+        let mut salt = [0u8; SALT_SIZE];
+        protector::random_bytes(&mut salt)?;
+        let wrapping = protector::key_file_wrapping_key(key_file, &salt)?;
+        let ad = wrap::associated_data(config::KIND_KEY_FILE, &policy_bytes);
+        let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, raw_key)?;
+        protectors.push(Protector::unnamed(ProtectorRecord::KeyFile {
+            salt,
+            nonce,
+            wrapped_key,
+        }));
+    }
+    let mut recovery_key = None;
+    if opts.recovery_key {
+        let key = RecoveryKey::generate()?;
+        protectors.push(Protector::unnamed(crate::edit::wrap_master(
+            raw_key,
+            &crate::edit::NewSecret::RecoveryKey(&key),
+            &policy_bytes,
+        )?));
+        recovery_key = Some(key);
+        let now = config::now_unix();
+        for p in &mut protectors {
+            p.created = Some(now);
+        }
+    }
+    let record = ConfigRecord::new(policy_record, protectors);
+    Ok((
+        record,
+        InitReport {
+            key_identifier: identifier,
+            policy,
+            argon2: argon2_report,
+            recovery_key,
+        },
+    ))
+}
+
+impl Vault {
+    /// Prepares the plaintext directory `plain` for reverse mode (issue
+    /// 24, `docs/vault-format.md` §13): writes a vault config (fresh master
+    /// key, the protectors `opts` asks for) as
+    /// [`crate::reverse::REVERSE_CONFIG_NAME`] inside it, atomically, mode
+    /// 0600, never over an existing one. Nothing else in `plain` is
+    /// touched; the reverse view shows the config as
+    /// [`crate::CONFIG_NAME`]. Only format 3 exists in reverse:
+    /// `opts.format` must be [`crate::layout::Format::V3`].
+    ///
+    /// # Errors
+    /// [`Error::NoProtector`], policy and protector errors as
+    /// [`Vault::init`], [`Error::AlreadyInitialized`] (a reverse config is
+    /// there), [`Error::ReverseFormat`], [`Error::Io`] (`plain` is not a
+    /// readable directory).
+    pub fn init_reverse(plain: &Path, opts: &InitOptions) -> Result<InitReport, Error> {
+        if opts.format != crate::layout::Format::V3 {
+            return Err(Error::ReverseFormat);
+        }
+        if opts.passphrase.is_none() && opts.key_file.is_none() {
+            return Err(Error::NoProtector);
+        }
+        opts.policy(KeyIdentifier::default())?;
+        if let Some(key_file) = &opts.key_file {
+            protector::check_key_file_size(key_file.len())?;
+        }
+        if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
+            return Err(ProtectorError::EmptyPassphrase.into());
+        }
+        Vault::check_init_reverse(plain)?;
+        let (record, report) = new_record(opts)?;
+        let config_path = plain.join(crate::reverse::REVERSE_CONFIG_NAME);
+        config::write_new_atomic(
+            plain,
+            std::ffi::OsStr::new(crate::reverse::REVERSE_CONFIG_NAME),
+            &record.to_json(),
+        )
+        .map_err(|e| match e {
+            ConfigError::AlreadyExists => Error::AlreadyInitialized(plain.to_owned()),
+            other => Error::config(&config_path, other),
+        })?;
+        Ok(report)
+    }
+
+    /// Checks that `plain` can take a reverse config (a directory without
+    /// one), before any secret is asked for.
+    ///
+    /// # Errors
+    /// As [`Vault::init_reverse`].
+    pub fn check_init_reverse(plain: &Path) -> Result<(), Error> {
+        let meta = std::fs::metadata(plain).map_err(io_err(plain))?;
+        if !meta.is_dir() {
+            return Err(Error::Io {
+                path: plain.to_owned(),
+                source: std::io::Error::from_raw_os_error(libc_enotdir()),
+            });
+        }
+        if plain
+            .join(crate::reverse::REVERSE_CONFIG_NAME)
+            .symlink_metadata()
+            .is_ok()
+        {
+            return Err(Error::AlreadyInitialized(plain.to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// ENOTDIR.
+fn libc_enotdir() -> i32 {
+    rustix::io::Errno::NOTDIR.raw_os_error()
 }
 
 fn record_from_policy(p: &PolicyV2) -> PolicyRecord {

@@ -22,6 +22,7 @@
 //! | [`init`] | [`Vault::init`]: a new vault (master key, policy, protectors, root, config as the commit point) |
 //! | [`layout`] | the backing layout: object headers, backing names and long names, symlink encoding, the symlink store object |
 //! | [`integrity`] | format 3 (authenticated; bytes in `docs/vault-format.md` §4b): its keys, MAC domains, unit and tag-slot placement, length hints and file records — bytes only, not yet used by a mount |
+//! | [`reverse`] | reverse mode: the bytes of a format 3 vault computed from a plaintext directory (derived nonces, names, file views with tags computed on the fly), exclusion patterns |
 //! | [`root`] | [`create_root`]: the root directory's metadata file |
 //! | [`lock`] | [`VaultLock`]: the `flock` on the backing root held by the mounted daemon and by `fsck --repair` |
 //! | [`fsck`] | checking and repairing a vault offline |
@@ -57,6 +58,7 @@ pub mod layout;
 pub mod leftovers;
 pub mod lock;
 pub mod protector;
+pub mod reverse;
 pub mod root;
 pub mod unlock;
 pub mod wrap;

@@ -151,6 +151,13 @@ pub struct Args {
     /// The default; the flag only says so.
     #[arg(long)]
     pub integrity: bool,
+    /// Reverse mode (gocryptfs -reverse): CIPHERDIR is a plaintext
+    /// directory to back up, which keeps its files; the config is written
+    /// into it as .fscrypt-rs.reverse.json (hidden from the view), and
+    /// `fscrypt-rs mount --reverse` then shows it as an authenticated
+    /// vault to copy (README "Encrypted backups: reverse mode").
+    #[arg(long, conflicts_with = "config")]
+    pub reverse: bool,
 }
 
 /// The Argon2id cost `init` asked for on its command line.
@@ -239,7 +246,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         "{} is not a directory",
         args.cipherdir.display()
     );
-    if Vault::config_path(&args.cipherdir)
+    if args.reverse {
+        if args.no_integrity {
+            return Err(fscrypt_vault::Error::ReverseFormat.into());
+        }
+        Vault::check_init_reverse(&args.cipherdir)?;
+    } else if Vault::config_path(&args.cipherdir)
         .symlink_metadata()
         .is_ok()
     {
@@ -260,7 +272,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     // Everything else init_with refuses about the directory (not empty, a
     // config path inside it), before a passphrase is asked for or Argon2id
     // calibrated (issue 26 item 5).
-    Vault::check_init_target(&args.cipherdir, args.config.as_deref())?;
+    if !args.reverse {
+        Vault::check_init_target(&args.cipherdir, args.config.as_deref())?;
+    }
 
     let mut made_key_file = None;
     if let Some(path) = &args.key_file {
@@ -298,6 +312,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             secret::announce_derivation(params.work_kib());
             opts.argon2 = Argon2Choice::Fixed(params);
         }
+        if args.reverse {
+            return Ok(Vault::init_reverse(&args.cipherdir, &opts)?);
+        }
         Ok::<_, anyhow::Error>(Vault::init_with(
             &args.cipherdir,
             args.config.as_deref(),
@@ -314,7 +331,16 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let p = &report.policy;
-    println!("Created vault {}", args.cipherdir.display());
+    if args.reverse {
+        println!(
+            "Prepared {} for reverse mode (config {}; mount the encrypted view with \
+             `fscrypt-rs mount --reverse`)",
+            args.cipherdir.display(),
+            fscrypt_vault::reverse::REVERSE_CONFIG_NAME
+        );
+    } else {
+        println!("Created vault {}", args.cipherdir.display());
+    }
     println!("  key identifier: {}", report.key_identifier);
     if let Some(config) = &args.config {
         println!(

@@ -111,6 +111,25 @@ pub struct Args {
     /// the background).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
+    /// Reverse mode (gocryptfs -reverse): CIPHERDIR is a plaintext
+    /// directory prepared with `fscrypt-rs init --reverse`; MOUNTPOINT
+    /// shows it, read-only, as an authenticated vault (encrypted names,
+    /// contents, tags and its config), byte for byte the same at every
+    /// mount, for rsync, restic or borg to copy. A copy opens with
+    /// `fscrypt-rs mount`. README "Encrypted backups: reverse mode".
+    #[arg(long, conflicts_with = "locked")]
+    pub reverse: bool,
+    /// With --reverse: leave out entries matching PATTERN (repeatable).
+    /// A pattern without `/` matches a name at any depth (`*.tmp`), one
+    /// with `/` the path from CIPHERDIR (`/build`, `src/*/target`); `*`
+    /// stops at `/`, `**` does not, `?` is one character; a trailing `/`
+    /// matches directories only.
+    #[arg(long, value_name = "PATTERN", requires = "reverse")]
+    pub exclude: Vec<String>,
+    /// With --reverse: read more --exclude patterns from FILE, one per
+    /// line (empty lines and lines starting with `#` are skipped).
+    #[arg(long, value_name = "FILE", requires = "reverse")]
+    pub exclude_from: Vec<PathBuf>,
     /// Internal: read the 64-byte master key from stdin (used by the
     /// background parent when it starts the daemon).
     #[arg(long, hide = true)]
@@ -478,6 +497,9 @@ pub fn parse_helper_args(
         idle: None,
         sloppy,
         log_file: None,
+        reverse: false,
+        exclude: Vec::new(),
+        exclude_from: Vec::new(),
         master_key_stdin: false,
         mountpoint_fd: None,
     };
@@ -618,6 +640,9 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
     if args.config.config.is_none() {
         args.config.config = opts.config.clone();
     }
+    if args.reverse {
+        return exec_reverse(args, opts);
+    }
     let vault = args.config.open(&args.cipherdir)?;
     // Before any secret is asked for: where the vault would go, and
     // whether it is mounted already.
@@ -675,6 +700,113 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     spawn_daemon(&args, &opts, &mountpoint, &key)
+}
+
+/// The exclusion patterns of `--exclude` and `--exclude-from` files.
+///
+/// # Errors
+/// An `--exclude-from` file cannot be read.
+fn exclude_patterns(args: &Args) -> anyhow::Result<Vec<String>> {
+    let mut out = args.exclude.clone();
+    for path in &args.exclude_from {
+        let text =
+            std::fs::read(path).with_context(|| format!("--exclude-from {}", path.display()))?;
+        for line in fscrypt_vault::reverse::Excludes::lines(&text) {
+            out.push(String::from_utf8_lossy(&line).into_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// `fscrypt-rs mount --reverse PLAIN VIEW`: unlock the reverse config in
+/// PLAIN, then mount the read-only view (in the foreground, or through a
+/// daemon as a vault mount does).
+fn exec_reverse(mut args: Args, mut opts: MountOptions) -> anyhow::Result<ExitCode> {
+    if args.config.config.is_some() {
+        bail!(
+            "--reverse reads its config from {} in the plaintext directory: leave out --config",
+            fscrypt_vault::reverse::REVERSE_CONFIG_NAME
+        );
+    }
+    let config = args
+        .cipherdir
+        .join(fscrypt_vault::reverse::REVERSE_CONFIG_NAME);
+    if config.symlink_metadata().is_err() {
+        bail!(
+            "{} is not prepared for reverse mode (no {}): run `fscrypt-rs init --reverse {}` first",
+            args.cipherdir.display(),
+            fscrypt_vault::reverse::REVERSE_CONFIG_NAME,
+            args.cipherdir.display()
+        );
+    }
+    args.config.config = Some(config);
+    if opts.shared_storage || opts.acl || opts.suid || opts.dev {
+        bail!("--reverse views are read-only: sharedstorage, acl, suid and dev do not apply");
+    }
+    opts.read_only = true;
+    // The daemon gets the patterns of --exclude-from files as --exclude.
+    args.exclude = exclude_patterns(&args)?;
+    args.exclude_from.clear();
+    let vault = args.config.open(&args.cipherdir)?;
+    let plain = std::fs::canonicalize(&args.cipherdir)
+        .with_context(|| format!("{}", args.cipherdir.display()))?;
+    let mountpoint = crate::support::mounts::check_mountpoint(
+        &plain,
+        &args.mountpoint,
+        args.nonempty || opts.nonempty,
+    )?;
+    let mut unlock = args.unlock.clone();
+    if unlock.key_file.is_none() && !unlock.recovery_key {
+        unlock.key_file = opts.key_file.clone();
+    }
+    if !unlock.pass.is_given() && !unlock.recovery_key {
+        unlock.pass = secret::PassSource {
+            passfile: opts.passfile.clone(),
+            extpass: opts.extpass.clone(),
+        };
+    }
+    if unlock.key_file.is_some() && unlock.pass.is_given() {
+        bail!("give a key file or a passphrase source (passfile/extpass), not both");
+    }
+    let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
+    let raw = match unlock.unwrap(&vault, None, &prompt, None)? {
+        Ok((raw, _)) => raw,
+        Err(code) => return Ok(code),
+    };
+    if args.foreground {
+        let master = vault.master_key_from_bytes(raw.as_ref())?;
+        run_reverse(&vault, master, &opts, &mountpoint, &args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    spawn_daemon(&args, &opts, &mountpoint, &Key::Raw(raw))
+}
+
+/// Serves the reverse view in this process until it is unmounted.
+fn run_reverse(
+    vault: &Vault,
+    master: fscrypt::MasterKey,
+    opts: &MountOptions,
+    mountpoint: &fscrypt_fuse::MountPoint,
+    args: &Args,
+) -> anyhow::Result<()> {
+    let plain = std::fs::canonicalize(&args.cipherdir)
+        .with_context(|| format!("{}", args.cipherdir.display()))?;
+    let keys = fscrypt_vault::reverse::ReverseKeys::new(master, *vault.policy())
+        .context("setting up the reverse view's keys")?;
+    let config = fscrypt_fuse::reverse::ReverseMountConfig {
+        fs_name: opts
+            .fs_name
+            .clone()
+            .unwrap_or_else(|| plain.display().to_string()),
+        plain_dir: plain,
+        allow_other: opts.allow_other,
+        io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
+        excludes: fscrypt_vault::reverse::Excludes::new(&args.exclude),
+        idle: opts.idle,
+    };
+    fscrypt_fuse::reverse::mount_on(keys, config, mountpoint)
+        .with_context(|| format!("mounting {}", mountpoint.path().display()))?;
+    Ok(())
 }
 
 /// Test seam, for the tests of the mount-point race only: when the
@@ -770,6 +902,11 @@ fn daemon(args: &Args) -> anyhow::Result<ExitCode> {
         Some(fd) => fscrypt_fuse::MountPoint::inherited(fd)?,
         None => fscrypt_fuse::MountPoint::open(&args.mountpoint)?,
     };
+    if args.reverse {
+        let master = master.context("reverse mode needs the key")?;
+        run_reverse(&vault, master, &opts, &mountpoint, args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     run_mount(&vault, master, &opts, &mountpoint, &args.cipherdir)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -826,6 +963,12 @@ fn spawn_daemon(
         .arg(std::os::fd::AsRawFd::as_raw_fd(&inherited).to_string());
     if args.locked {
         cmd.arg("--locked");
+    }
+    if args.reverse {
+        cmd.arg("--reverse");
+        for p in &args.exclude {
+            cmd.arg(format!("--exclude={p}"));
+        }
     }
     if let Some(config) = args.config.absolute()? {
         cmd.arg("--config").arg(config);

@@ -40,6 +40,9 @@ pub enum Purpose {
     /// 16 bytes: a new directory's nonce, from its parent's nonce and its
     /// name ciphertext.
     DirNonce = 2,
+    /// 16 bytes: the nonce of an object of a reverse-mode view
+    /// ([`crate::reverse`]), from its kind and its path identity.
+    ReverseNonce = 3,
 }
 
 /// What a tag authenticates: the first byte of the MAC's domain.
@@ -152,6 +155,25 @@ impl IntegrityKeys {
         // 16 bytes is far below HKDF-SHA512's output limit.
         let _ = self.hkdf.expand(
             &[INFO_PREFIX, &[Purpose::DirNonce as u8], parent, name_ct],
+            &mut n,
+        );
+        n
+    }
+
+    /// The nonce of an object of a reverse-mode view
+    /// (`docs/vault-format.md` §13): `HKDF-Expand(INFO_PREFIX ‖ 3 ‖ kind ‖
+    /// parent ‖ name_ct, 16)`, `kind` 0 for the root (with `parent` and
+    /// `name_ct` empty), 1 for a regular file, 2 for a symlink.
+    pub fn reverse_nonce(&self, kind: u8, parent: &[u8], name_ct: &[u8]) -> [u8; NONCE_SIZE] {
+        let mut n = [0u8; NONCE_SIZE];
+        // 16 bytes is far below HKDF-SHA512's output limit.
+        let _ = self.hkdf.expand(
+            &[
+                INFO_PREFIX,
+                &[Purpose::ReverseNonce as u8, kind],
+                parent,
+                name_ct,
+            ],
             &mut n,
         );
         n
