@@ -8,15 +8,14 @@
 //! 65534 may open for the unprivileged ones); without them they print a loud
 //! reason and return. Every mount is undone by a guard.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use test_support::procs::{ChildGuard, mount_daemon, uid_of};
-use test_support::skip::{can_mount, command_exists};
+use test_support::skip::can_mount;
 use test_support::users::{NOBODY, as_user, nobody_sh};
-use test_support::{TempDir, is_mounted, is_root, os_args as args, text};
+use test_support::{TempDir, is_mounted, os_args as args, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fscrypt-rs");
 
@@ -90,34 +89,11 @@ fn vault(t: &TempDir) -> (PathBuf, PathBuf) {
 
 // ------------------------------------------------------------ without root
 
-/// Why uid 65534 cannot mount here, if it cannot.
+/// Why uid 65534 cannot mount here, if it cannot (also: it cannot run
+/// the binary, as in a 0700 build directory).
 fn nobody_cannot_mount() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (to become uid 65534 with setpriv)".into());
-    }
-    if !command_exists("setpriv", &["--version"]) {
-        return Some("needs setpriv (util-linux)".into());
-    }
-    let fusermount = ["/usr/bin/fusermount3", "/bin/fusermount3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(fusermount) = fusermount else {
-        return Some("needs fusermount3 (fuse3)".into());
-    };
-    let mode = std::fs::metadata(fusermount).unwrap().permissions().mode();
-    if mode & 0o4000 == 0 {
-        return Some(format!("{fusermount} is not setuid"));
-    }
-    let dev = std::fs::metadata("/dev/fuse").map(|m| m.permissions().mode());
-    match dev {
-        Ok(m) if m & 0o006 == 0o006 => {}
-        Ok(m) => {
-            return Some(format!(
-                "/dev/fuse is mode {:o}, not 0666 (scripts/setup.sh fixes that)",
-                m & 0o777
-            ));
-        }
-        Err(_) => return Some("needs /dev/fuse".into()),
+    if let Some(why) = test_support::skip::unprivileged_mount_unavailable() {
+        return Some(why);
     }
     let exec = as_user(NOBODY, NOBODY, "test").args(["-x", BIN]).status();
     if !exec.is_ok_and(|s| s.success()) {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use test_support::cli::CHEAP_ARGON2;
-use test_support::skip::{can_mount, command_exists, is_root};
+use test_support::skip::{can_mount, command_exists};
 use test_support::users::{NOBODY, as_user, nobody_sh};
 use test_support::{MountGuard, TempDir, is_mounted, os_args as args, text};
 
@@ -538,32 +538,10 @@ fn reverse_is_format_3_only() {
     assert!(!is_mounted(&view));
 }
 
-/// Why uid 65534 cannot mount here, if it cannot.
-fn nobody_cannot_mount() -> Option<String> {
-    if !is_root() {
-        return Some("needs root (to become uid 65534 with setpriv)".into());
-    }
-    if !command_exists("setpriv", &["--version"]) {
-        return Some("needs setpriv (util-linux)".into());
-    }
-    let fusermount = ["/usr/bin/fusermount3", "/bin/fusermount3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())?;
-    let mode = std::fs::metadata(fusermount).ok()?.permissions().mode();
-    if mode & 0o4000 == 0 {
-        return Some(format!("{fusermount} is not setuid"));
-    }
-    match std::fs::metadata("/dev/fuse").map(|m| m.permissions().mode()) {
-        Ok(m) if m & 0o006 == 0o006 => {}
-        _ => return Some("/dev/fuse is not 0666 (scripts/setup.sh fixes that)".into()),
-    }
-    None
-}
-
 #[test]
 fn an_ordinary_user_mounts_a_view_and_allow_other_serves_a_backup_user() {
     let test = "an_ordinary_user_mounts_a_view_and_allow_other_serves_a_backup_user";
-    if let Some(why) = nobody_cannot_mount() {
+    if let Some(why) = test_support::skip::unprivileged_mount_unavailable() {
         eprintln!("\n*** SKIPPING {test}: {why} ***\n");
         return;
     }
@@ -576,12 +554,17 @@ fn an_ordinary_user_mounts_a_view_and_allow_other_serves_a_backup_user() {
         t.join("view"),
         t.join("key"),
     );
+    // A copy of the binary uid 65534 can run (the build directory may be
+    // 0700, as CI's is).
+    let bin = t.join("fscrypt-rs");
+    std::fs::copy(BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let nobody = |a: &[&OsStr]| {
         let mut c = as_user(NOBODY, NOBODY, "env");
         c.arg(format!("HOME={}", home.display()))
             .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .arg(format!("FSCRYPT_RS_INSECURE_ARGON2_PARAMS={CHEAP_ARGON2}"))
-            .arg(BIN)
+            .arg(&bin)
             .args(a);
         test_support::run::output(&mut c, b"")
     };

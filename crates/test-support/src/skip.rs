@@ -20,6 +20,37 @@ pub fn command_exists(program: &str, args: &[&str]) -> bool {
     Command::new(program).args(args).output().is_ok()
 }
 
+/// Why uid 65534 cannot mount through `fusermount3` here (not root to
+/// become it with `setpriv`, no setuid `fusermount3`, `/dev/fuse` not
+/// 0666), or `None` if it can.
+pub fn unprivileged_mount_unavailable() -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    if !is_root() {
+        return Some("needs root (to become uid 65534 with setpriv)".into());
+    }
+    if !command_exists("setpriv", &["--version"]) {
+        return Some("needs setpriv (util-linux)".into());
+    }
+    let Some(fusermount) = ["/usr/bin/fusermount3", "/bin/fusermount3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        return Some("needs fusermount3 (fuse3)".into());
+    };
+    let mode = std::fs::metadata(fusermount).map_or(0, |m| m.permissions().mode());
+    if mode & 0o4000 == 0 {
+        return Some(format!("{fusermount} is not setuid"));
+    }
+    match std::fs::metadata("/dev/fuse").map(|m| m.permissions().mode()) {
+        Ok(m) if m & 0o006 == 0o006 => None,
+        Ok(m) => Some(format!(
+            "/dev/fuse is mode {:o}, not 0666 (scripts/setup.sh fixes that)",
+            m & 0o777
+        )),
+        Err(_) => Some("needs /dev/fuse".into()),
+    }
+}
+
 /// Why real FUSE mounts cannot run here, or `None` if they can.
 pub fn fuse_unavailable() -> Option<&'static str> {
     if !Path::new("/dev/fuse").exists() {
