@@ -667,20 +667,7 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
         );
         opts.read_only = true;
     }
-    // The secret options of the command line, else those of `-o`.
-    let mut unlock = args.unlock.clone();
-    if unlock.key_file.is_none() && !unlock.recovery_key {
-        unlock.key_file = opts.key_file.clone();
-    }
-    if !unlock.pass.is_given() && !unlock.recovery_key {
-        unlock.pass = secret::PassSource {
-            passfile: opts.passfile.clone(),
-            extpass: opts.extpass.clone(),
-        };
-    }
-    if unlock.key_file.is_some() && unlock.pass.is_given() {
-        bail!("give a key file or a passphrase source (passfile/extpass), not both");
-    }
+    let unlock = unlock_args(&args, &opts)?;
     let key = if args.locked {
         Key::Locked
     } else {
@@ -706,6 +693,28 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
 ///
 /// # Errors
 /// An `--exclude-from` file cannot be read.
+/// The secret options of the command line, else those of `-o`
+/// (`key_file=`, `passfile=`, `extpass=`).
+///
+/// # Errors
+/// A key file and a passphrase source both given.
+fn unlock_args(args: &Args, opts: &MountOptions) -> anyhow::Result<UnlockArgs> {
+    let mut unlock = args.unlock.clone();
+    if unlock.key_file.is_none() && !unlock.recovery_key {
+        unlock.key_file = opts.key_file.clone();
+    }
+    if !unlock.pass.is_given() && !unlock.recovery_key {
+        unlock.pass = secret::PassSource {
+            passfile: opts.passfile.clone(),
+            extpass: opts.extpass.clone(),
+        };
+    }
+    if unlock.key_file.is_some() && unlock.pass.is_given() {
+        bail!("give a key file or a passphrase source (passfile/extpass), not both");
+    }
+    Ok(unlock)
+}
+
 fn exclude_patterns(args: &Args) -> anyhow::Result<Vec<String>> {
     let mut out = args.exclude.clone();
     for path in &args.exclude_from {
@@ -755,19 +764,7 @@ fn exec_reverse(mut args: Args, mut opts: MountOptions) -> anyhow::Result<ExitCo
         &args.mountpoint,
         args.nonempty || opts.nonempty,
     )?;
-    let mut unlock = args.unlock.clone();
-    if unlock.key_file.is_none() && !unlock.recovery_key {
-        unlock.key_file = opts.key_file.clone();
-    }
-    if !unlock.pass.is_given() && !unlock.recovery_key {
-        unlock.pass = secret::PassSource {
-            passfile: opts.passfile.clone(),
-            extpass: opts.extpass.clone(),
-        };
-    }
-    if unlock.key_file.is_some() && unlock.pass.is_given() {
-        bail!("give a key file or a passphrase source (passfile/extpass), not both");
-    }
+    let unlock = unlock_args(&args, &opts)?;
     let prompt = format!("Passphrase for {}: ", args.cipherdir.display());
     let raw = match unlock.unwrap(&vault, None, &prompt, None)? {
         Ok((raw, _)) => raw,
