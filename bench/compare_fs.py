@@ -21,6 +21,10 @@ page cache dropped before every read measurement:
      cent per directory, N = 100,000; quick 10,000) with the page cache
      dropped, and after removing them again (rm -rf, caches dropped): VmRSS
  10. reading the whole tree of workload 5 back (cold, `tar c | cat`): seconds
+ 11. real work (issue 27): `git clone` of a local repository of 3,000 files
+     of workload 5's tree, `git status` in the clone (cold), and `make -j2`
+     of a generated C project (60 files of 20 functions, one program):
+     seconds
 Reverse views (issue 24: fscrypt-rs-reverse, gocryptfs-reverse): the tree of
 workload 5 extracted as plaintext on the image, an encrypted read-only view
 of it mounted (`mount --reverse`, `gocryptfs -reverse`), then per rep:
@@ -662,6 +666,9 @@ def metric_defs(p):
         ("rss_created", f"FUSE daemon RSS, {p['churn_n']} files created", "MiB", False),
         ("rss_removed", f"FUSE daemon RSS, {p['churn_n']} files removed", "MiB", False),
         ("tree_read", f"read the {p['tar_mb']:.0f} MB tree (cold)", "s", False),
+        ("git_clone", f"git clone, {p['git_files']} files", "s", False),
+        ("git_status", "git status of the clone (cold)", "s", False),
+        ("make_c", f"make -j2, C project of {CPROJ_FILES} files", "s", False),
         ("rsync_1", "reverse: rsync -a view, first (cold)", "s", False),
         ("rsync_1_files", "reverse: files sent, first rsync", "files", False),
         ("rsync_1_mb", "reverse: MB sent, first rsync", "MB", False),
@@ -762,6 +769,29 @@ def run_workloads(fs, d, p, reps, meter, results, progress):
         a = meter.snap()
         secs = timed_cmd(["rm", "-rf", dst])
         record("rm_rf", secs, CpuMeter.delta(a, meter.snap()))
+        os.sync()
+        p["trim"]()
+    # 11. real work: git clone, git status, make
+    for r in range(reps):
+        progress(f"git clone / git status / make, rep {r + 1}/{reps}")
+        clone = os.path.join(d, f"clone-{r}")
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["git", "clone", "-q", "--no-hardlinks", p["git_repo"], clone])
+        record("git_clone", secs, CpuMeter.delta(a, meter.snap()))
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["git", "-C", clone, "status", "--porcelain"])
+        record("git_status", secs, CpuMeter.delta(a, meter.snap()))
+        rm_tree(clone)
+        proj = os.path.join(d, f"cproj-{r}")
+        shutil.copytree(p["cproj"], proj)
+        os.sync()
+        drop_caches()
+        a = meter.snap()
+        secs = timed_cmd(["make", "-s", "-j2", "-C", proj])
+        record("make_c", secs, CpuMeter.delta(a, meter.snap()))
+        rm_tree(proj)
         os.sync()
         p["trim"]()
     # 6. the seed's create loop (C)
@@ -890,6 +920,8 @@ def ensure_packages(fio_wanted):
         ("losetup", "mount"),
         ("tar", "tar"),
         ("cc", "gcc"),
+        ("git", "git"),
+        ("make", "make"),
         ("rsync", "rsync"),
     ]:
         if not shutil.which(cmd):
@@ -908,6 +940,59 @@ def build_binary():
     run(["cargo", "build", "--release", "-q", "-p", "fscrypt-cli"], stdin=None)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
     return os.path.join(target, "release", "fscrypt-rs")
+
+
+CPROJ_FILES = 60
+CPROJ_FUNCS = 20
+
+
+def build_git_repo(work, tar, n):
+    """A bare git repository of the first n files of the tar (one commit),
+    for workload 11's clone. Returns (path, files)."""
+    src = os.path.join(work, "gitsrc")
+    os.mkdir(src)
+    names = run(["tar", "-tf", tar], capture=True).stdout.split("\n")
+    names = [x for x in names if x and not x.endswith("/")][:n]
+    lst = os.path.join(work, "git.list")
+    with open(lst, "w") as f:
+        f.write("\n".join(names) + "\n")
+    run(["tar", "-xf", tar, "-C", src, "-T", lst])
+    env = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@localhost",
+               GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@localhost")
+    run(["git", "-C", src, "init", "-q"], env=env)
+    run(["git", "-C", src, "add", "-A"], env=env)
+    run(["git", "-C", src, "commit", "-q", "-m", "tree"], env=env)
+    bare = os.path.join(work, "repo.git")
+    run(["git", "clone", "-q", "--bare", src, bare], env=env)
+    shutil.rmtree(src)
+    return bare, len(names)
+
+
+def build_c_project(work):
+    """A generated C project for workload 11's build: CPROJ_FILES sources
+    of CPROJ_FUNCS small functions each and a main, one Makefile."""
+    proj = os.path.join(work, "cproj")
+    os.mkdir(proj)
+    for i in range(CPROJ_FILES):
+        with open(os.path.join(proj, f"m{i}.c"), "w") as f:
+            f.write("#include <stdint.h>\n#include <string.h>\n")
+            for j in range(CPROJ_FUNCS):
+                f.write(f"uint64_t f{i}_{j}(const uint8_t *p, size_t n) {{\n"
+                        f"  uint64_t h = {i * CPROJ_FUNCS + j}u;\n"
+                        f"  for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211u;\n"
+                        f"  return h + memchr(p, {j}, n) != 0;\n}}\n")
+            f.write(f"uint64_t m{i}(const uint8_t *p, size_t n) {{ return "
+                    + " + ".join(f"f{i}_{j}(p, n)" for j in range(CPROJ_FUNCS)) + "; }\n")
+    with open(os.path.join(proj, "main.c"), "w") as f:
+        f.write("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n")
+        f.write("".join(f"uint64_t m{i}(const uint8_t *, size_t);\n" for i in range(CPROJ_FILES)))
+        f.write("int main(void) { const uint8_t b[4] = {1, 2, 3, 4}; uint64_t h = 0;\n")
+        f.write("".join(f"  h += m{i}(b, 4);\n" for i in range(CPROJ_FILES)))
+        f.write('  printf("%llu\\n", (unsigned long long)h); return 0; }\n')
+    objs = " ".join(f"m{i}.o" for i in range(CPROJ_FILES))
+    with open(os.path.join(proj, "Makefile"), "w") as f:
+        f.write(f"prog: main.o {objs}\n\t$(CC) -o $@ $^\n%.o: %.c\n\t$(CC) -O2 -c -o $@ $<\n")
+    return proj
 
 
 def build_tar(work, target_bytes):
@@ -1189,8 +1274,11 @@ def main():
         tar, nfiles, tbytes = build_tar(ctx.work, p["tar_target"])
         p["tar_path"], p["tar_files"], p["tar_mb"] = tar, nfiles, tbytes / 1e6
         ctx.tar_path = tar
+        log("building the git repository and the C project")
+        p["git_repo"], p["git_files"] = build_git_repo(ctx.work, tar, 3000)
+        p["cproj"] = build_c_project(ctx.work)
         report["params"] = {k: v for k, v in p.items()
-                            if k not in ("tar_path", "trim", "seed_bin")}
+                            if k not in ("tar_path", "trim", "seed_bin", "git_repo", "cproj")}
         img = os.path.join(ctx.work, "ext4.img")
         with open(img, "wb") as f:
             f.truncate(int(img_gib * 1024 * MiB))
