@@ -363,3 +363,39 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
         Err(Error::ReadOnly)
     }
 }
+
+/// READDIR of a listing that does not change while its handle is open,
+/// for the read-only back-ends (`image`, `reverse`): offsets 1 after `.`
+/// (node `dot`), 2 after `..` (node `dotdot`), `3 + i` after entry `i`;
+/// `entry(e)` gives an entry's `(node id, type, name)`. Stops when `add`
+/// says the reply is full.
+pub(crate) fn readdir_listing<T, F>(
+    offset: u64,
+    dot: u64,
+    dotdot: u64,
+    entries: &[T],
+    entry: impl Fn(&T) -> (u64, FileType, &OsStr),
+    mut add: F,
+) where
+    F: FnMut(u64, u64, FileType, &OsStr) -> bool,
+{
+    let mut next = offset;
+    while next < 2 {
+        let (name, of) = if next == 0 {
+            (".", dot)
+        } else {
+            ("..", dotdot)
+        };
+        if add(of, next + 1, FileType::Directory, OsStr::new(name)) {
+            return;
+        }
+        next += 1;
+    }
+    let skip = usize::try_from(next - 2).unwrap_or(usize::MAX);
+    for (k, e) in entries.iter().enumerate().skip(skip) {
+        let (ino, kind, name) = entry(e);
+        if add(ino, k as u64 + 3, kind, name) {
+            break;
+        }
+    }
+}

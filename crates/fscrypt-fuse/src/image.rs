@@ -467,7 +467,7 @@ impl Backend for ImageFs {
         ))
     }
 
-    fn readdir<F>(&self, h: FileHandle, offset: u64, mut add: F) -> Result<()>
+    fn readdir<F>(&self, h: FileHandle, offset: u64, add: F) -> Result<()>
     where
         F: FnMut(u64, u64, FileType, &OsStr) -> bool,
     {
@@ -477,36 +477,20 @@ impl Backend for ImageFs {
         };
         let (ino, dir) = dir.ok_or(Error::BadHandle)?;
         let parent = lock(&self.parents).get(&ino).copied().unwrap_or(ino);
-        // Offsets: 1 after ".", 2 after "..", 3 + i after entry i.
-        let mut next = offset;
-        while next < 2 {
-            let (name, of) = if next == 0 {
-                (".", ino)
-            } else {
-                ("..", parent)
-            };
-            if add(
-                node_id(of).0,
-                next + 1,
-                FileType::Directory,
-                OsStr::new(name),
-            ) {
-                return Ok(());
-            }
-            next += 1;
-        }
-        let skip = usize::try_from(next - 2).unwrap_or(usize::MAX);
-        for (k, e) in dir.entries.iter().enumerate().skip(skip) {
-            let off = k as u64 + 3;
-            if add(
-                node_id(e.ino).0,
-                off,
-                dirent_type(e.file_type),
-                OsStr::from_bytes(&e.name),
-            ) {
-                break;
-            }
-        }
+        crate::backend::readdir_listing(
+            offset,
+            node_id(ino).0,
+            node_id(parent).0,
+            &dir.entries,
+            |e| {
+                (
+                    node_id(e.ino).0,
+                    dirent_type(e.file_type),
+                    OsStr::from_bytes(&e.name),
+                )
+            },
+            add,
+        );
         Ok(())
     }
 

@@ -155,6 +155,23 @@ struct Listing {
     by_name: HashMap<Vec<u8>, usize>,
 }
 
+impl Listing {
+    /// `entries` sorted by view name, with the index of each name.
+    fn new(stamp: (u64, i64, u64, i64, u64), mut entries: Vec<Entry>) -> Listing {
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
+        Listing {
+            stamp,
+            entries,
+            by_name,
+        }
+    }
+}
+
 /// The node table: an id is handed out per (parent, view name, object)
 /// and kept while the kernel holds lookups of it (FORGET drops it).
 #[derive(Debug, Default)]
@@ -659,17 +676,7 @@ impl ReverseFs {
                  encrypted; left out"
             );
         }
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let by_name = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.name.clone(), i))
-            .collect();
-        let l = Arc::new(Listing {
-            stamp,
-            entries,
-            by_name,
-        });
+        let l = Arc::new(Listing::new(stamp, entries));
         if id != 0 {
             self.cache(id, l.clone());
         }
@@ -736,17 +743,7 @@ impl ReverseFs {
                 }
             }
         }
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let by_name = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.name.clone(), i))
-            .collect();
-        Listing {
-            stamp: (0, 0, 0, 0, 0),
-            entries,
-            by_name,
-        }
+        Listing::new((0, 0, 0, 0, 0), entries)
     }
 
     fn open_file(&self, node: &Node) -> Result<OpenFile> {
@@ -968,7 +965,7 @@ impl Backend for ReverseFs {
         Ok((FileHandle(fh), FopenFlags::empty()))
     }
 
-    fn readdir<F>(&self, h: FileHandle, offset: u64, mut add: F) -> Result<()>
+    fn readdir<F>(&self, h: FileHandle, offset: u64, add: F) -> Result<()>
     where
         F: FnMut(u64, u64, FileType, &OsStr) -> bool,
     {
@@ -976,27 +973,16 @@ impl Backend for ReverseFs {
             Some(Handle::Dir(d, l)) => (*d, l.clone()),
             _ => return Err(Error::BadHandle),
         };
-        let mut next = offset;
-        while next < 2 {
-            let name = if next == 0 { "." } else { ".." };
-            if add(1, next + 1, FileType::Directory, OsStr::new(name)) {
-                return Ok(());
-            }
-            next += 1;
-        }
-        let skip = usize::try_from(next - 2).unwrap_or(usize::MAX);
-        for (k, e) in l.entries.iter().enumerate().skip(skip) {
-            // The inode number a lookup gives unless another object held
-            // it (the kernel looks each entry up for its node id).
-            if add(
-                stable_id(dir, &e.name),
-                k as u64 + 3,
-                e.kind,
-                OsStr::from_bytes(&e.name),
-            ) {
-                break;
-            }
-        }
+        // An entry's inode number is the one a lookup gives unless another
+        // object held it (the kernel looks each entry up for its node id).
+        crate::backend::readdir_listing(
+            offset,
+            1,
+            1,
+            &l.entries,
+            |e| (stable_id(dir, &e.name), e.kind, OsStr::from_bytes(&e.name)),
+            add,
+        );
         Ok(())
     }
 
