@@ -84,6 +84,27 @@ impl Default for InitOptions {
 }
 
 impl InitOptions {
+    /// Checks everything the user chose, before any expensive work: a
+    /// protector given, the root policy, the key file's size, a non-empty
+    /// passphrase.
+    ///
+    /// # Errors
+    /// [`Error::NoProtector`], the errors of [`InitOptions::policy`], and
+    /// the protector's (key file size, empty passphrase).
+    pub fn check(&self) -> Result<(), Error> {
+        if self.passphrase.is_none() && self.key_file.is_none() {
+            return Err(Error::NoProtector);
+        }
+        self.policy(KeyIdentifier::default())?;
+        if let Some(key_file) = &self.key_file {
+            protector::check_key_file_size(key_file.len())?;
+        }
+        if self.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
+            return Err(ProtectorError::EmptyPassphrase.into());
+        }
+        Ok(())
+    }
+
     /// Builds and validates the root policy these options ask for, with
     /// the given master key identifier.
     ///
@@ -225,17 +246,8 @@ impl Vault {
         config: Option<&Path>,
         opts: &InitOptions,
     ) -> Result<InitReport, Error> {
-        if opts.passphrase.is_none() && opts.key_file.is_none() {
-            return Err(Error::NoProtector);
-        }
         // Validate everything the user chose before any expensive work.
-        opts.policy(KeyIdentifier::default())?;
-        if let Some(key_file) = &opts.key_file {
-            protector::check_key_file_size(key_file.len())?;
-        }
-        if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
-            return Err(ProtectorError::EmptyPassphrase.into());
-        }
+        opts.check()?;
         let InitTarget {
             config_path,
             config_dir,
@@ -370,16 +382,7 @@ impl Vault {
         if opts.format != crate::layout::Format::V3 {
             return Err(Error::ReverseFormat);
         }
-        if opts.passphrase.is_none() && opts.key_file.is_none() {
-            return Err(Error::NoProtector);
-        }
-        opts.policy(KeyIdentifier::default())?;
-        if let Some(key_file) = &opts.key_file {
-            protector::check_key_file_size(key_file.len())?;
-        }
-        if opts.passphrase.as_ref().is_some_and(|p| p.is_empty()) {
-            return Err(ProtectorError::EmptyPassphrase.into());
-        }
+        opts.check()?;
         Vault::check_init_reverse(plain)?;
         let (record, report) = new_record(opts)?;
         let config_path = plain.join(crate::reverse::REVERSE_CONFIG_NAME);
