@@ -64,8 +64,7 @@ fn encrypt_reuses_a_policy_made_by_fscrypt() {
         return;
     };
     let d = env.locked_by_fscrypt("d", "pd", b"reuse-pp", ("f", "data"));
-    let st = env.rs(&["status", p(&d), "--json"], b"");
-    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let j = env.status_json(&d);
     let pol = j["policy"]["master_key_identifier"]
         .as_str()
         .unwrap()

@@ -113,6 +113,12 @@ impl Env {
     fn rs(&self, args: &[&str], stdin: &[u8]) -> Output {
         self.cmd(BIN, args, stdin)
     }
+
+    /// `fscrypt-rs status DIR --json`, parsed.
+    fn status_json(&self, dir: &Path) -> serde_json::Value {
+        let st = self.rs(&["status", p(dir), "--json"], b"");
+        serde_json::from_slice(&st.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&st)))
+    }
 }
 
 fn code(o: &Output) -> i32 {
@@ -662,8 +668,7 @@ fn policy_options_override_the_config() {
         }
     }
     let _lock = LockAtEnd(&env, &d);
-    let st = env.rs(&["status", p(&d), "--json"], b"");
-    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let j = env.status_json(&d);
     assert_eq!(j["policy"]["version"], 1, "{j}");
     let st = env.gfs(&["status", p(&d)], b"");
     ok(&st, "fscrypt status");
@@ -740,8 +745,7 @@ fn v1_both_ways(test: &str, fs_keyring: bool) {
     );
     std::fs::write(g.join("a"), "gv1").unwrap();
     ok(&gfs(&["lock", p(&g), "--quiet"], b""), "fscrypt lock v1");
-    let st = env.rs(&["status", p(&g), "--json"], b"");
-    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let j = env.status_json(&g);
     assert_eq!(j["policy"]["version"], 1, "{j}");
     assert_eq!(j["key_status"], "absent", "{j}");
     ok(
@@ -762,8 +766,7 @@ fn v1_both_ways(test: &str, fs_keyring: bool) {
         "fscrypt unlock v1 again",
     );
     assert!(readable(&g.join("a"), "gv1"));
-    let st = env.rs(&["status", p(&g), "--json"], b"");
-    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let j = env.status_json(&g);
     assert_eq!(j["key_status"], "present", "fscrypt's key not seen: {j}");
     ok(
         &env.rs(&["lock", p(&g), "-q"], b""),

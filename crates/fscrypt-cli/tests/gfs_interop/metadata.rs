@@ -9,8 +9,7 @@ fn metadata_subcommands_interoperate() {
         return;
     };
     let d = env.locked_by_fscrypt("d", "first", b"old-pp", ("f", "data"));
-    let st = env.rs(&["status", p(&d), "--json"], b"");
-    let j: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let j = env.status_json(&d);
     let pol = j["policy"]["master_key_identifier"]
         .as_str()
         .unwrap()
