@@ -27,6 +27,15 @@ command -v fscrypt >/dev/null 2>&1 || need_apt+=(fscrypt)
 [ -e /usr/share/pam-configs/fscrypt ] || [ -e /lib/x86_64-linux-gnu/security/pam_fscrypt.so ] \
     || dpkg -s libpam-fscrypt >/dev/null 2>&1 || need_apt+=(libpam-fscrypt)
 command -v pamtester >/dev/null 2>&1 || need_apt+=(pamtester)
+# Sealed protectors (issue 25; crates/fscrypt-seal): a private software TPM
+# (swtpm on a loopback port) and tpm2-tools for the PCR-change test, the TSS
+# libraries tss-esapi links against, a private PKCS#11 token (softhsm2), and
+# Debian's age for the age interop test.
+command -v swtpm >/dev/null 2>&1 || need_apt+=(swtpm swtpm-tools)
+command -v tpm2_pcrextend >/dev/null 2>&1 || need_apt+=(tpm2-tools)
+pkg-config --exists tss2-esys 2>/dev/null || need_apt+=(libtss2-dev pkg-config)
+command -v softhsm2-util >/dev/null 2>&1 || need_apt+=(softhsm2)
+command -v age >/dev/null 2>&1 || need_apt+=(age)
 # aws-lc-sys (fscrypt-crypto's AES-XTS/CBC backend) compiles aws-lc with a C compiler.
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 

@@ -1,0 +1,56 @@
+//! FIDO2 authenticators: the secret is derived by the authenticator's hmac-secret extension from a credential made for this protector.
+//!
+//! (Placeholder until the module lands: every call fails with
+//! [`Error::Device`].)
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Interaction, Secret};
+
+/// Options of sealing.
+#[derive(Clone, Debug, Default)]
+pub struct SealOptions {
+    /// The authenticator's hidraw device; default: the only one present.
+    pub device: Option<std::path::PathBuf>,
+}
+
+/// Options of unsealing that override the record.
+#[derive(Clone, Debug, Default)]
+pub struct UnsealOptions {
+    /// Device overriding discovery.
+    pub device: Option<std::path::PathBuf>,
+}
+
+/// The stored record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sealed {}
+
+/// Seals `secret`.
+///
+/// # Errors
+/// See [`crate::seal`].
+pub fn seal(
+    _options: &SealOptions,
+    _secret: &Secret,
+    _ui: &mut dyn Interaction,
+) -> Result<Sealed, Error> {
+    Err(Error::Device("fido2 protectors are not built yet".into()))
+}
+
+/// Unseals `sealed`.
+///
+/// # Errors
+/// See [`crate::unseal`].
+pub fn unseal(
+    _sealed: &Sealed,
+    _options: &UnsealOptions,
+    _ui: &mut dyn Interaction,
+) -> Result<Secret, Error> {
+    Err(Error::Device("fido2 protectors are not built yet".into()))
+}
+
+/// See [`crate::Sealed::describe`].
+pub fn describe(_sealed: &Sealed) -> Vec<(&'static str, String)> {
+    Vec::new()
+}
