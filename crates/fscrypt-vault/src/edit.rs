@@ -38,6 +38,15 @@ pub enum NewSecret<'a> {
     KeyFile(&'a [u8]),
     /// A recovery key ([`RecoveryKey::generate`]).
     RecoveryKey(&'a RecoveryKey),
+    /// A secret sealed by the `fscrypt-seal` crate, and its sealed record.
+    Sealed {
+        /// A sealed kind ([`ProtectorKind::is_sealed`]).
+        kind: ProtectorKind,
+        /// The sealed record to store (a JSON object, public data).
+        sealed: &'a serde_json::Value,
+        /// The secret the record releases.
+        secret: &'a [u8; protector::SEALED_SECRET_SIZE],
+    },
 }
 
 impl NewSecret<'_> {
@@ -47,6 +56,7 @@ impl NewSecret<'_> {
             NewSecret::Passphrase { .. } => ProtectorKind::Passphrase,
             NewSecret::KeyFile(_) => ProtectorKind::KeyFile,
             NewSecret::RecoveryKey(_) => ProtectorKind::RecoveryKey,
+            NewSecret::Sealed { kind, .. } => *kind,
         }
     }
 }
@@ -72,6 +82,16 @@ pub fn wrap_master(
         }
         NewSecret::KeyFile(key) => protector::key_file_wrapping_key(key, &salt)?,
         NewSecret::RecoveryKey(key) => protector::recovery_key_wrapping_key(key, &salt)?,
+        NewSecret::Sealed {
+            kind,
+            sealed,
+            secret,
+        } => {
+            if !kind.is_sealed() || !sealed.is_object() {
+                return Err(Error::BadSealed(*kind));
+            }
+            protector::sealed_wrapping_key(secret, &salt)?
+        }
     };
     let ad = wrap::associated_data(secret.kind().ad_byte(), policy_bytes);
     let (nonce, wrapped_key) = wrap::seal(&wrapping, &ad, master)?;
@@ -92,6 +112,13 @@ pub fn wrap_master(
             wrapped_key,
         },
         NewSecret::RecoveryKey(_) => ProtectorRecord::RecoveryKey {
+            salt,
+            nonce,
+            wrapped_key,
+        },
+        NewSecret::Sealed { kind, sealed, .. } => ProtectorRecord::Sealed {
+            kind: *kind,
+            sealed: (*sealed).clone(),
             salt,
             nonce,
             wrapped_key,
@@ -154,12 +181,15 @@ impl Vault {
     }
 
     /// Removes the protector named `name` and commits the config. The
-    /// last protector is never removed.
+    /// last protector is never removed; the last standalone one
+    /// ([`ProtectorKind::is_standalone`]: passphrase, key file, recovery
+    /// key) only with `force`, since what remains can be lost with a
+    /// device or locked by a firmware update.
     ///
     /// # Errors
-    /// [`Error::UnknownProtector`], [`Error::LastProtector`], and as
-    /// [`Vault::commit`].
-    pub fn remove_protector(&self, name: &str) -> Result<Vault, Error> {
+    /// [`Error::UnknownProtector`], [`Error::LastProtector`],
+    /// [`Error::LastStandalone`], and as [`Vault::commit`].
+    pub fn remove_protector(&self, name: &str, force: bool) -> Result<Vault, Error> {
         let i = self
             .record
             .find(name)
@@ -167,8 +197,61 @@ impl Vault {
         if self.record.protectors.len() == 1 {
             return Err(Error::LastProtector(name.to_owned()));
         }
+        if !force && self.is_last_standalone(i) {
+            return Err(Error::LastStandalone(name.to_owned()));
+        }
         let mut new = self.record.clone();
         new.protectors.remove(i);
+        self.commit(new)
+    }
+
+    /// Whether the protector at `index` is the vault's only standalone
+    /// one ([`ProtectorKind::is_standalone`]).
+    pub fn is_last_standalone(&self, index: usize) -> bool {
+        let standalone = |p: &Protector| p.record.protector_kind().is_standalone();
+        self.record.protectors.get(index).is_some_and(standalone)
+            && self
+                .record
+                .protectors
+                .iter()
+                .filter(|p| standalone(p))
+                .count()
+                == 1
+    }
+
+    /// Replaces the sealed protector at `index` with a new one of the same
+    /// kind (`protector reseal`: a TPM2 protector sealed again to the
+    /// current PCRs), keeping its name and place; commits the config.
+    ///
+    /// # Errors
+    /// [`Error::UnknownProtector`] (index out of range),
+    /// [`Error::ProtectorKind`] (another kind), [`Error::IdentifierMismatch`],
+    /// [`Error::Protector`], and as [`Vault::commit`].
+    pub fn replace_sealed(
+        &self,
+        index: usize,
+        master: &SecretBuf,
+        secret: &NewSecret<'_>,
+    ) -> Result<Vault, Error> {
+        let Some(old) = self.record.protectors.get(index) else {
+            return Err(Error::UnknownProtector(format!("#{index}")));
+        };
+        let found = old.record.protector_kind();
+        if found != secret.kind() || !found.is_sealed() {
+            return Err(Error::ProtectorKind {
+                name: old.name.clone(),
+                found,
+                given: secret.kind(),
+            });
+        }
+        let raw = self.checked_master(master)?;
+        let record = wrap_master(&raw, secret, &self.record.policy.to_uapi_bytes())?;
+        let mut new = self.record.clone();
+        new.protectors[index] = Protector {
+            name: old.name.clone(),
+            created: Some(config::now_unix()),
+            record,
+        };
         self.commit(new)
     }
 
@@ -365,6 +448,161 @@ mod tests {
     }
 
     #[test]
+    fn sealed_protectors_make_version_3_unlock_with_their_secret_and_never_remove_the_last_standalone()
+     {
+        let t = TempDir::new("sealed");
+        init(&t.0, None, Some(&[1; 32]), false);
+        let v = Vault::open(&t.0).unwrap();
+        let (master, _) = v.unwrap_with(&Secret::KeyFile(&[1; 32]), None).unwrap();
+        let record = serde_json::json!({"kind": "tpm2", "blob": "00ff"});
+        let secret = [7u8; 32];
+        let (v, name) = v
+            .add_protector(
+                &master,
+                &NewSecret::Sealed {
+                    kind: ProtectorKind::Tpm2,
+                    sealed: &record,
+                    secret: &secret,
+                },
+                None,
+            )
+            .unwrap();
+        assert_eq!(name, "tpm2");
+        // Stored as version 3, and read back the same.
+        let v = Vault::open(&t.0).unwrap();
+        assert_eq!(v.config_version(), 3);
+        let stored = &v.protectors()[1];
+        assert!(matches!(
+            &stored.record,
+            ProtectorRecord::Sealed { kind: ProtectorKind::Tpm2, sealed, .. } if *sealed == record
+        ));
+        let (m, i) = v
+            .unwrap_with(
+                &Secret::Sealed {
+                    kind: ProtectorKind::Tpm2,
+                    secret: &secret,
+                },
+                None,
+            )
+            .unwrap();
+        assert_eq!((m.as_bytes(), i), (master.as_bytes(), 1));
+        // Another secret, or the right one for another kind, opens nothing.
+        let e = v
+            .unwrap_with(
+                &Secret::Sealed {
+                    kind: ProtectorKind::Tpm2,
+                    secret: &[8; 32],
+                },
+                None,
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::WrongSealed(ProtectorKind::Tpm2)) && e.is_wrong_secret());
+        assert!(matches!(
+            v.unwrap_with(
+                &Secret::Sealed {
+                    kind: ProtectorKind::Age,
+                    secret: &secret
+                },
+                None
+            ),
+            Err(Error::NoSuchProtector("age"))
+        ));
+        // The key file is the last standalone protector: kept unless forced.
+        assert!(matches!(
+            v.remove_protector("key-file", false),
+            Err(Error::LastStandalone(_))
+        ));
+        let (v, _) = v.add_protector(&master, &pass(b"pw"), None).unwrap();
+        let v = v.remove_protector("key-file", false).unwrap();
+        assert!(matches!(
+            v.remove_protector("passphrase", false),
+            Err(Error::LastStandalone(_))
+        ));
+        let v = v.remove_protector("passphrase", true).unwrap();
+        assert_eq!(names(&v), ["tpm2"]);
+        // Resealed: the same name, a new secret; the old one opens nothing.
+        let (m, _) = v
+            .unwrap_with(
+                &Secret::Sealed {
+                    kind: ProtectorKind::Tpm2,
+                    secret: &secret,
+                },
+                None,
+            )
+            .unwrap();
+        let v = v
+            .replace_sealed(
+                0,
+                &m,
+                &NewSecret::Sealed {
+                    kind: ProtectorKind::Tpm2,
+                    sealed: &record,
+                    secret: &[9; 32],
+                },
+            )
+            .unwrap();
+        assert_eq!(names(&v), ["tpm2"]);
+        assert!(
+            v.unwrap_with(
+                &Secret::Sealed {
+                    kind: ProtectorKind::Tpm2,
+                    secret: &secret
+                },
+                None
+            )
+            .is_err()
+        );
+        v.unwrap_with(
+            &Secret::Sealed {
+                kind: ProtectorKind::Tpm2,
+                secret: &[9; 32],
+            },
+            None,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn sealed_kinds_need_version_3_and_an_object() {
+        let t = TempDir::new("sealedv");
+        init(&t.0, None, Some(&[1; 32]), false);
+        let v = Vault::open(&t.0).unwrap();
+        let (master, _) = v.unwrap_with(&Secret::KeyFile(&[1; 32]), None).unwrap();
+        let record = serde_json::json!({"kind": "age"});
+        let (_, _) = v
+            .add_protector(
+                &master,
+                &NewSecret::Sealed {
+                    kind: ProtectorKind::Age,
+                    sealed: &record,
+                    secret: &[3; 32],
+                },
+                None,
+            )
+            .unwrap();
+        let text = String::from_utf8(config_bytes(&t.0)).unwrap();
+        assert!(text.contains("\"version\": 3"), "{text}");
+        let as_v2 = text.replace("\"version\": 3", "\"version\": 2");
+        assert!(ConfigRecord::parse(as_v2.as_bytes()).is_err());
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["protectors"][1]["sealed"] = serde_json::json!("not an object");
+        let e = ConfigRecord::parse(json.to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("sealed must be an object"), "{e}");
+        assert!(matches!(
+            v.add_protector(
+                &master,
+                &NewSecret::Sealed {
+                    kind: ProtectorKind::KeyFile,
+                    sealed: &record,
+                    secret: &[3; 32]
+                },
+                None,
+            ),
+            Err(Error::BadSealed(_))
+        ));
+    }
+
+    #[test]
     fn add_each_kind_then_remove_each_and_the_last_is_refused() {
         let t = TempDir::new("add");
         let report = init(&t.0, None, Some(&[1; 64]), false);
@@ -437,7 +675,7 @@ mod tests {
             ("key-file", Secret::KeyFile(&[1; 64])),
             ("key-file-2", Secret::KeyFile(&[2; 32])),
         ] {
-            v = v.remove_protector(name).unwrap();
+            v = v.remove_protector(name, false).unwrap();
             let reopened = Vault::open(&t.0).unwrap();
             assert!(
                 reopened
@@ -450,11 +688,11 @@ mod tests {
         }
         assert_eq!(names(&v), ["passphrase-2"]);
         assert!(matches!(
-            v.remove_protector("passphrase-2"),
+            v.remove_protector("passphrase-2", false),
             Err(Error::LastProtector(_))
         ));
         assert!(matches!(
-            v.remove_protector("gone"),
+            v.remove_protector("gone", false),
             Err(Error::UnknownProtector(_))
         ));
         assert!(

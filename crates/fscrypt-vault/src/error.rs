@@ -31,6 +31,17 @@ pub enum Error {
         "wrong recovery key: it opens none of this vault's recovery-key protectors; give the recovery key shown when it was made"
     )]
     WrongRecoveryKey,
+    /// A device or identity released a secret that opens none of this
+    /// vault's protectors of its kind: the config's sealed record and
+    /// wrapped key do not belong together (edited or mixed up).
+    #[error(
+        "the {0} protector released a secret that does not open this vault's key: the config was changed; unlock with another protector"
+    )]
+    WrongSealed(crate::config::ProtectorKind),
+    /// A sealed protector was to be made from a kind that is not sealed or
+    /// a record that is not a JSON object (a caller's bug).
+    #[error("cannot store a {0} protector record: it is not a sealed kind with a JSON object")]
+    BadSealed(crate::config::ProtectorKind),
     /// No protector has this name.
     #[error("this vault has no protector named {0:?}: `fscrypt-rs protector list` shows the names")]
     UnknownProtector(String),
@@ -57,6 +68,12 @@ pub enum Error {
         "{0:?} is the vault's last protector: removing it would make the data unreadable; add another protector first"
     )]
     LastProtector(String),
+    /// Removing the last passphrase, key file or recovery key would leave
+    /// only protectors bound to a device or an identity.
+    #[error(
+        "{0:?} is the vault's last passphrase, key-file or recovery-key protector: without it, losing the device (or a firmware update changing TPM PCRs) locks the data away; add a recovery key first (`protector add CIPHERDIR recovery-key`), or give --force"
+    )]
+    LastStandalone(String),
     /// The config already has [`crate::config::MAX_PROTECTORS`] protectors.
     #[error(
         "the vault already has {} protectors: remove one first",
@@ -198,7 +215,10 @@ impl Error {
     pub fn is_wrong_secret(&self) -> bool {
         matches!(
             self,
-            Error::WrongPassphrase | Error::WrongKeyFile | Error::WrongRecoveryKey
+            Error::WrongPassphrase
+                | Error::WrongKeyFile
+                | Error::WrongRecoveryKey
+                | Error::WrongSealed(_)
         )
     }
 }

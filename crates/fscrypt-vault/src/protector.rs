@@ -6,6 +6,7 @@
 //! | passphrase | Argon2id v1.3 ([`fscrypt_crypto::argon2id`]), parameters ([`crate::cost`]) and 32-byte salt stored |
 //! | key file   | HKDF-SHA512(salt = stored 32-byte salt, ikm = the 32- or 64-byte file, info = [`KEY_FILE_HKDF_INFO`]) |
 //! | recovery key | HKDF-SHA512(salt = stored 32-byte salt, ikm = the 32 random bytes of the [`RecoveryKey`], info = [`RECOVERY_KEY_HKDF_INFO`]) |
+//! | sealed (tpm2, pkcs11, fido2, age) | HKDF-SHA512(salt = stored 32-byte salt, ikm = the 32-byte secret the device or identity releases, info = [`SEALED_HKDF_INFO`]) |
 //!
 //! A recovery key is shown to the user as 56 Crockford base32 characters in
 //! 14 groups of 4 ([`RecoveryKey::display`]): the 32 key bytes followed by a
@@ -33,6 +34,32 @@ pub const KEY_FILE_HKDF_INFO: &[u8] = b"fscrypt-rs vault v1 key-file protector";
 
 /// HKDF-SHA512 `info` for the recovery-key protector's wrapping key.
 pub const RECOVERY_KEY_HKDF_INFO: &[u8] = b"fscrypt-rs vault v2 recovery-key protector";
+
+/// HKDF-SHA512 `info` for a sealed protector's wrapping key (the kind is
+/// in the AEAD associated data).
+pub const SEALED_HKDF_INFO: &[u8] = b"fscrypt-rs vault v3 sealed protector";
+
+/// Size in bytes of the secret a sealed protector's device or identity
+/// releases.
+pub const SEALED_SECRET_SIZE: usize = 32;
+
+/// Derives a 32-byte wrapping key from the secret a sealed protector
+/// released (TPM2, PKCS#11, FIDO2, age; made by the `fscrypt-seal` crate)
+/// with HKDF-SHA512: `salt` = the stored 32-byte salt, `ikm` = the secret,
+/// `info` = [`SEALED_HKDF_INFO`].
+///
+/// # Errors
+/// [`ProtectorError::Kdf`] if HKDF refuses the output length (it cannot).
+pub fn sealed_wrapping_key(
+    secret: &[u8; SEALED_SECRET_SIZE],
+    salt: &[u8; SALT_SIZE],
+) -> Result<Zeroizing<[u8; WRAPPING_KEY_SIZE]>, ProtectorError> {
+    let prk = fscrypt_crypto::HkdfSha512::extract(salt, secret);
+    let mut out = Zeroizing::new([0u8; WRAPPING_KEY_SIZE]);
+    prk.expand(&[SEALED_HKDF_INFO], out.as_mut())
+        .map_err(ProtectorError::Kdf)?;
+    Ok(out)
+}
 
 /// Domain-separation prefix of the recovery key checksum.
 pub const RECOVERY_KEY_CHECK_PREFIX: &[u8] = b"fscrypt-rs recovery key checksum\0";

@@ -51,6 +51,15 @@ pub enum Secret<'a> {
     KeyFile(&'a [u8]),
     /// A recovery key ([`RecoveryKey::parse`] of what the user typed).
     RecoveryKey(&'a RecoveryKey),
+    /// The secret a sealed protector's device or identity released
+    /// (`fscrypt-seal`); tried on protectors of `kind` (with `only`, the
+    /// one whose record released it).
+    Sealed {
+        /// A sealed kind.
+        kind: ProtectorKind,
+        /// The released secret.
+        secret: &'a [u8; protector::SEALED_SECRET_SIZE],
+    },
 }
 
 impl Secret<'_> {
@@ -60,6 +69,7 @@ impl Secret<'_> {
             Secret::Passphrase(_) => ProtectorKind::Passphrase,
             Secret::KeyFile(_) => ProtectorKind::KeyFile,
             Secret::RecoveryKey(_) => ProtectorKind::RecoveryKey,
+            Secret::Sealed { kind, .. } => *kind,
         }
     }
 
@@ -68,6 +78,7 @@ impl Secret<'_> {
             Secret::Passphrase(_) => Error::WrongPassphrase,
             Secret::KeyFile(_) => Error::WrongKeyFile,
             Secret::RecoveryKey(_) => Error::WrongRecoveryKey,
+            Secret::Sealed { kind, .. } => Error::WrongSealed(*kind),
         }
     }
 }
@@ -335,6 +346,7 @@ impl Vault {
                 ProtectorKind::Passphrase => "passphrase",
                 ProtectorKind::KeyFile => "key file",
                 ProtectorKind::RecoveryKey => "recovery key",
+                other => other.label(),
             }));
         }
         if let Secret::KeyFile(k) = secret {
@@ -381,6 +393,19 @@ impl Vault {
                     Secret::RecoveryKey(key),
                 ) => (
                     protector::recovery_key_wrapping_key(key, salt)?,
+                    nonce,
+                    wrapped_key,
+                ),
+                (
+                    ProtectorRecord::Sealed {
+                        salt,
+                        nonce,
+                        wrapped_key,
+                        ..
+                    },
+                    Secret::Sealed { secret, .. },
+                ) => (
+                    protector::sealed_wrapping_key(secret, salt)?,
                     nonce,
                     wrapped_key,
                 ),

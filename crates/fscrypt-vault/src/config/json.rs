@@ -72,6 +72,26 @@ enum ProtectorJson {
         nonce: String,
         wrapped_key: String,
     },
+    Tpm2(SealedJson),
+    Pkcs11(SealedJson),
+    Fido2(SealedJson),
+    Age(SealedJson),
+}
+
+/// The fields of a sealed protector (version 3): a key file's, plus the
+/// `sealed` object.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SealedJson {
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created: Option<u64>,
+    kdf: String,
+    salt: String,
+    aead: String,
+    nonce: String,
+    wrapped_key: String,
+    sealed: serde_json::Value,
 }
 
 fn invalid(msg: impl Into<String>) -> ConfigError {
@@ -115,8 +135,47 @@ fn hkdf_fields(
     ))
 }
 
+/// A sealed protector's record (version 3 only): the HKDF fields and a
+/// `sealed` JSON object of at most [`MAX_SEALED_SIZE`] bytes.
+fn sealed_record(
+    kind: ProtectorKind,
+    j: SealedJson,
+    v3: bool,
+) -> Result<(CommonJson, ProtectorRecord), ConfigError> {
+    if !v3 {
+        return Err(invalid(format!(
+            "a {kind} protector needs config version {CONFIG_VERSION_3}"
+        )));
+    }
+    let (salt, nonce, wrapped_key) =
+        hkdf_fields(&j.kdf, &j.salt, &j.aead, &j.nonce, &j.wrapped_key)?;
+    if !j.sealed.is_object() {
+        return Err(invalid(format!(
+            "{kind} protector: sealed must be an object"
+        )));
+    }
+    if j.sealed.to_string().len() > MAX_SEALED_SIZE {
+        return Err(invalid(format!(
+            "{kind} protector: sealed is larger than {MAX_SEALED_SIZE} bytes"
+        )));
+    }
+    Ok((
+        CommonJson {
+            name: j.name,
+            created: j.created,
+        },
+        ProtectorRecord::Sealed {
+            kind,
+            sealed: j.sealed,
+            salt,
+            nonce,
+            wrapped_key,
+        },
+    ))
+}
+
 impl ConfigRecord {
-    /// Parses a config file's bytes (version 1 or 2).
+    /// Parses a config file's bytes (version 1, 2 or 3).
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the offending field (bad JSON,
@@ -130,13 +189,14 @@ impl ConfigRecord {
         expect("format", &json.format, FORMAT_NAME)?;
         let v2 = match json.version {
             CONFIG_VERSION => false,
-            CONFIG_VERSION_2 => true,
+            CONFIG_VERSION_2 | CONFIG_VERSION_3 => true,
             other => {
                 return Err(invalid(format!(
-                    "version {other} is not supported (this program reads versions {CONFIG_VERSION} and {CONFIG_VERSION_2}); use a newer fscrypt-rs"
+                    "version {other} is not supported (this program reads versions {CONFIG_VERSION} to {CONFIG_VERSION_3}); use a newer fscrypt-rs"
                 )));
             }
         };
+        let v3 = json.version == CONFIG_VERSION_3;
         if json.policy.version != 2 {
             return Err(invalid("policy.version must be 2"));
         }
@@ -248,6 +308,10 @@ impl ConfigRecord {
                         },
                     )
                 }
+                ProtectorJson::Tpm2(j) => sealed_record(ProtectorKind::Tpm2, j, v3)?,
+                ProtectorJson::Pkcs11(j) => sealed_record(ProtectorKind::Pkcs11, j, v3)?,
+                ProtectorJson::Fido2(j) => sealed_record(ProtectorKind::Fido2, j, v3)?,
+                ProtectorJson::Age(j) => sealed_record(ProtectorKind::Age, j, v3)?,
             };
             let name = if v2 {
                 let name = common
@@ -281,7 +345,7 @@ impl ConfigRecord {
     pub fn to_json(&self) -> Vec<u8> {
         let p = &self.policy;
         let version = self.version();
-        let v2 = version == CONFIG_VERSION_2;
+        let v2 = version != CONFIG_VERSION;
         let json = ConfigJson {
             format: FORMAT_NAME.to_owned(),
             version,
@@ -344,6 +408,33 @@ impl ConfigRecord {
                             nonce: hex::encode(nonce),
                             wrapped_key: hex::encode(wrapped_key),
                         },
+                        ProtectorRecord::Sealed {
+                            kind,
+                            sealed,
+                            salt,
+                            nonce,
+                            wrapped_key,
+                        } => {
+                            let j = SealedJson {
+                                name,
+                                created,
+                                kdf: KDF_HKDF_SHA512.to_owned(),
+                                salt: hex::encode(salt),
+                                aead: AEAD_XCHACHA.to_owned(),
+                                nonce: hex::encode(nonce),
+                                wrapped_key: hex::encode(wrapped_key),
+                                sealed: sealed.clone(),
+                            };
+                            // Only sealed kinds are ever stored in
+                            // ProtectorRecord::Sealed (parse and
+                            // wrap_master make them).
+                            match kind {
+                                ProtectorKind::Pkcs11 => ProtectorJson::Pkcs11(j),
+                                ProtectorKind::Fido2 => ProtectorJson::Fido2(j),
+                                ProtectorKind::Age => ProtectorJson::Age(j),
+                                _ => ProtectorJson::Tpm2(j),
+                            }
+                        }
                     }
                 })
                 .collect(),

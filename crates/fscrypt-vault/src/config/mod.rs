@@ -30,8 +30,12 @@
 //! Version 2 (written only when something new is used, see
 //! [`ConfigRecord::version`]) adds `"name"` (required) and `"created"`
 //! (optional, Unix seconds) to each protector, right after `"kind"`, and the
-//! kind `"recovery_key"` (fields as `key_file`). Changes after `init` are
-//! committed with [`ConfigLock`] and [`replace_atomic`].
+//! kind `"recovery_key"` (fields as `key_file`). Version 3 (written when a
+//! sealed protector exists) adds the kinds `"tpm2"`, `"pkcs11"`, `"fido2"`
+//! and `"age"`: the fields of `key_file` plus `"sealed"`, the object the
+//! `fscrypt-seal` crate made (public data: a TPM's sealed blob, a token's
+//! wrapped bytes, an age file). Changes after `init` are committed with
+//! [`ConfigLock`] and [`replace_atomic`].
 
 use crate::cost::Argon2Params;
 use crate::protector::SALT_SIZE;
@@ -53,6 +57,11 @@ pub const CONFIG_VERSION: u32 = 1;
 /// than the defaults, a recovery key, several protectors of one kind, or
 /// creation times.
 pub const CONFIG_VERSION_2: u32 = 2;
+/// The config `version` written when a vault has a sealed protector
+/// (TPM2, PKCS#11, FIDO2, age): version 2 plus the sealed kinds, so that a
+/// fscrypt-rs without them refuses the config in one line instead of
+/// dropping protectors it cannot read.
+pub const CONFIG_VERSION_3: u32 = 3;
 /// Largest config file accepted, in bytes (a real one is under 2 KiB).
 pub const MAX_CONFIG_SIZE: u64 = 64 * 1024;
 /// Most protectors one config may hold.
@@ -65,6 +74,18 @@ pub const KIND_PASSPHRASE: u8 = 1;
 pub const KIND_KEY_FILE: u8 = 2;
 /// Protector kind byte in the AEAD associated data: recovery key.
 pub const KIND_RECOVERY_KEY: u8 = 3;
+/// Protector kind byte in the AEAD associated data: a secret sealed to a TPM2.
+pub const KIND_TPM2: u8 = 4;
+/// Protector kind byte in the AEAD associated data: a secret wrapped by a
+/// PKCS#11 token.
+pub const KIND_PKCS11: u8 = 5;
+/// Protector kind byte in the AEAD associated data: a secret released by a
+/// FIDO2 authenticator.
+pub const KIND_FIDO2: u8 = 6;
+/// Protector kind byte in the AEAD associated data: a secret in an age file.
+pub const KIND_AGE: u8 = 7;
+/// Largest `sealed` object of one protector, in bytes of JSON.
+pub const MAX_SEALED_SIZE: usize = 16 * 1024;
 
 const KDF_ARGON2ID: &str = "argon2id";
 const ARGON2_VERSION_13: u32 = 0x13;
@@ -162,6 +183,23 @@ pub enum ProtectorRecord {
         /// Wrapped master key: ciphertext ‖ tag.
         wrapped_key: [u8; WRAPPED_KEY_SIZE],
     },
+    /// A 32-byte secret released by a device or identity (the `sealed`
+    /// record, owned by the `fscrypt-seal` crate) → HKDF-SHA512 → wrapping
+    /// key (version 3 only).
+    Sealed {
+        /// Which sealed kind ([`ProtectorKind::is_sealed`]).
+        kind: ProtectorKind,
+        /// The sealed record: a JSON object of at most
+        /// [`MAX_SEALED_SIZE`] bytes, public data only, opaque to this
+        /// crate.
+        sealed: serde_json::Value,
+        /// HKDF salt.
+        salt: [u8; SALT_SIZE],
+        /// XChaCha20-Poly1305 nonce.
+        nonce: [u8; NONCE_SIZE],
+        /// Wrapped master key: ciphertext ‖ tag.
+        wrapped_key: [u8; WRAPPED_KEY_SIZE],
+    },
 }
 
 /// The kinds of protector, for names and messages.
@@ -173,6 +211,15 @@ pub enum ProtectorKind {
     KeyFile,
     /// A recovery key (HKDF-SHA512).
     RecoveryKey,
+    /// A secret sealed to a TPM 2.0 under a PCR policy (HKDF-SHA512).
+    Tpm2,
+    /// A secret wrapped by a key on a PKCS#11 token (HKDF-SHA512).
+    Pkcs11,
+    /// A secret released by a FIDO2 authenticator's hmac-secret
+    /// (HKDF-SHA512).
+    Fido2,
+    /// A secret in an age file to X25519 recipients (HKDF-SHA512).
+    Age,
 }
 
 impl ProtectorKind {
@@ -183,7 +230,28 @@ impl ProtectorKind {
             ProtectorKind::Passphrase => "passphrase",
             ProtectorKind::KeyFile => "key-file",
             ProtectorKind::RecoveryKey => "recovery-key",
+            ProtectorKind::Tpm2 => "tpm2",
+            ProtectorKind::Pkcs11 => "pkcs11",
+            ProtectorKind::Fido2 => "fido2",
+            ProtectorKind::Age => "age",
         }
+    }
+
+    /// Whether the secret is held by a device or identity file, through
+    /// the `fscrypt-seal` crate (tpm2, pkcs11, fido2, age).
+    pub fn is_sealed(self) -> bool {
+        matches!(
+            self,
+            ProtectorKind::Tpm2 | ProtectorKind::Pkcs11 | ProtectorKind::Fido2 | ProtectorKind::Age
+        )
+    }
+
+    /// Whether the protector needs nothing but what the user keeps (a
+    /// passphrase, a key file, a recovery key): not bound to a device
+    /// that can be lost or whose PCRs can change, nor to a recipient's
+    /// identity. A vault always keeps one (issue 25, "never locked out").
+    pub fn is_standalone(self) -> bool {
+        !self.is_sealed()
     }
 
     /// The kind byte of the AEAD associated data.
@@ -192,6 +260,10 @@ impl ProtectorKind {
             ProtectorKind::Passphrase => KIND_PASSPHRASE,
             ProtectorKind::KeyFile => KIND_KEY_FILE,
             ProtectorKind::RecoveryKey => KIND_RECOVERY_KEY,
+            ProtectorKind::Tpm2 => KIND_TPM2,
+            ProtectorKind::Pkcs11 => KIND_PKCS11,
+            ProtectorKind::Fido2 => KIND_FIDO2,
+            ProtectorKind::Age => KIND_AGE,
         }
     }
 }
@@ -214,6 +286,7 @@ impl ProtectorRecord {
             ProtectorRecord::Passphrase { .. } => ProtectorKind::Passphrase,
             ProtectorRecord::KeyFile { .. } => ProtectorKind::KeyFile,
             ProtectorRecord::RecoveryKey { .. } => ProtectorKind::RecoveryKey,
+            ProtectorRecord::Sealed { kind, .. } => *kind,
         }
     }
 }
@@ -320,8 +393,16 @@ impl ConfigRecord {
 
     /// The config version [`ConfigRecord::to_json`] writes: 1 when every
     /// protector is a passphrase or key file, at most one of each kind,
-    /// named by default and without a creation time; 2 otherwise.
+    /// named by default and without a creation time; 3 when one is
+    /// sealed; 2 otherwise.
     pub fn version(&self) -> u32 {
+        if self
+            .protectors
+            .iter()
+            .any(|p| p.record.protector_kind().is_sealed())
+        {
+            return CONFIG_VERSION_3;
+        }
         let mut seen = Vec::new();
         for p in &self.protectors {
             let kind = p.record.protector_kind();
