@@ -6,5 +6,6 @@ pub mod heap;
 pub mod kernel;
 pub mod mounts;
 pub mod progress;
+pub mod seal;
 pub mod secret;
 pub mod unlock;

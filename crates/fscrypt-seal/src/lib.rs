@@ -213,6 +213,23 @@ impl Sealed {
         serde_json::to_value(self).expect("a Sealed record always serializes")
     }
 
+    /// The options that seal a new secret as this record was sealed, for
+    /// `protector reseal` (TPM2 only: the one kind whose refusal a
+    /// firmware or boot change causes): its PCRs, PIN and TCTI unless
+    /// `pcrs` (non-empty), `pin` or `tcti` say otherwise. `None` for the
+    /// other kinds.
+    pub fn reseal_options(
+        &self,
+        pcrs: &[u8],
+        pin: bool,
+        tcti: Option<&str>,
+    ) -> Option<SealOptions> {
+        match self {
+            Sealed::Tpm2(s) => Some(SealOptions::Tpm2(tpm2::reseal_options(s, pcrs, pin, tcti))),
+            _ => None,
+        }
+    }
+
     /// What `protector list`, `info` and `status` show about the record:
     /// (field, value) pairs such as ("device", "/dev/tpmrm0"), ("pcrs",
     /// "sha256:7"). Never anything secret.

@@ -58,3 +58,12 @@ pub fn unseal(
 pub fn describe(_sealed: &Sealed) -> Vec<(&'static str, String)> {
     Vec::new()
 }
+
+/// See [`crate::Sealed::reseal_options`].
+pub fn reseal_options(_sealed: &Sealed, pcrs: &[u8], pin: bool, tcti: Option<&str>) -> SealOptions {
+    SealOptions {
+        tcti: tcti.map(str::to_owned),
+        pcrs: pcrs.to_vec(),
+        pin,
+    }
+}

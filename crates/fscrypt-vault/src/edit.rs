@@ -456,7 +456,7 @@ mod tests {
         let (master, _) = v.unwrap_with(&Secret::KeyFile(&[1; 32]), None).unwrap();
         let record = serde_json::json!({"kind": "tpm2", "blob": "00ff"});
         let secret = [7u8; 32];
-        let (v, name) = v
+        let (_, name) = v
             .add_protector(
                 &master,
                 &NewSecret::Sealed {

@@ -62,6 +62,22 @@ pub struct InitOptions {
     /// `fscrypt-rs init --no-integrity` (no tags, records or bindings:
     /// nothing is authenticated).
     pub format: crate::layout::Format,
+    /// Sealed protectors to make (TPM2, PKCS#11, FIDO2, age; sealed by
+    /// the caller with the `fscrypt-seal` crate). They make a version-3
+    /// config.
+    pub sealed: Vec<SealedInit>,
+}
+
+/// A sealed protector for [`InitOptions::sealed`]: the record the
+/// `fscrypt-seal` crate made and the secret it releases.
+#[derive(Debug)]
+pub struct SealedInit {
+    /// A sealed kind ([`crate::config::ProtectorKind::is_sealed`]).
+    pub kind: crate::config::ProtectorKind,
+    /// The sealed record (a JSON object, public data).
+    pub sealed: serde_json::Value,
+    /// The secret the record releases.
+    pub secret: SecretBuf,
 }
 
 impl Default for InitOptions {
@@ -79,6 +95,7 @@ impl Default for InitOptions {
             argon2: Argon2Choice::Tune(ARGON2_TARGET),
             recovery_key: false,
             format: crate::layout::Format::LATEST,
+            sealed: Vec::new(),
         }
     }
 }
@@ -92,8 +109,16 @@ impl InitOptions {
     /// [`Error::NoProtector`], the errors of [`InitOptions::policy`], and
     /// the protector's (key file size, empty passphrase).
     pub fn check(&self) -> Result<(), Error> {
-        if self.passphrase.is_none() && self.key_file.is_none() {
+        if self.passphrase.is_none() && self.key_file.is_none() && self.sealed.is_empty() {
             return Err(Error::NoProtector);
+        }
+        for s in &self.sealed {
+            if !s.kind.is_sealed()
+                || !s.sealed.is_object()
+                || s.secret.len() != protector::SEALED_SECRET_SIZE
+            {
+                return Err(Error::BadSealed(s.kind));
+            }
         }
         self.policy(KeyIdentifier::default())?;
         if let Some(key_file) = &self.key_file {
@@ -337,6 +362,22 @@ fn new_record(opts: &InitOptions) -> Result<(ConfigRecord, InitReport), Error> {
             wrapped_key,
         }));
     }
+    for s in &opts.sealed {
+        let mut secret = zeroize::Zeroizing::new([0u8; protector::SEALED_SECRET_SIZE]);
+        if s.secret.len() != secret.len() {
+            return Err(Error::BadSealed(s.kind));
+        }
+        secret.copy_from_slice(&s.secret);
+        protectors.push(Protector::unnamed(crate::edit::wrap_master(
+            raw_key,
+            &crate::edit::NewSecret::Sealed {
+                kind: s.kind,
+                sealed: &s.sealed,
+                secret: &secret,
+            },
+            &policy_bytes,
+        )?));
+    }
     let mut recovery_key = None;
     if opts.recovery_key {
         let key = RecoveryKey::generate()?;
@@ -346,6 +387,8 @@ fn new_record(opts: &InitOptions) -> Result<(ConfigRecord, InitReport), Error> {
             &policy_bytes,
         )?));
         recovery_key = Some(key);
+    }
+    if opts.recovery_key || !opts.sealed.is_empty() {
         let now = config::now_unix();
         for p in &mut protectors {
             p.created = Some(now);

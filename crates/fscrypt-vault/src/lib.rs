@@ -67,7 +67,7 @@ pub use config::{CONFIG_NAME, Protector, ProtectorKind};
 pub use cost::{ARGON2_TARGET, Argon2Params};
 pub use edit::NewSecret;
 pub use error::{Corruption, Error};
-pub use init::{Argon2Choice, InitOptions, InitReport};
+pub use init::{Argon2Choice, InitOptions, InitReport, SealedInit};
 pub use lock::{LockError, VaultLock};
 pub use protector::{ProtectorError, RecoveryKey, RecoveryKeyError};
 pub use root::{create_root, create_root_with, read_format};

@@ -15,8 +15,8 @@ use fscrypt_vault::FS_BLOCK_SIZE;
 use fscrypt_vault::config::{FORMAT_NAME, ProtectorRecord, format_rfc3339};
 use serde_json::json;
 
-use crate::support::secret;
 use crate::support::unlock::ConfigArg;
+use crate::support::{seal, secret};
 
 /// Arguments of `fscrypt-rs info`.
 #[derive(clap::Args, Debug)]
@@ -101,6 +101,23 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
                 "kind": "recovery_key",
                 "kdf": "hkdf-sha512",
             }),
+            ProtectorRecord::Sealed { kind, .. } => {
+                let fields: serde_json::Map<String, serde_json::Value> = seal::record_of(p)
+                    .ok()
+                    .flatten()
+                    .map(|s| s.describe())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.into()))
+                    .collect();
+                json!({
+                    "name": p.name,
+                    "created": p.created,
+                    "kind": kind.label(),
+                    "kdf": "hkdf-sha512",
+                    "sealed": fields,
+                })
+            }
         })
         .collect();
     if args.json {
@@ -186,6 +203,14 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             }
             ProtectorRecord::RecoveryKey { .. } => {
                 println!("    {}. {}: recovery key, HKDF-SHA512", i + 1, pr.name);
+            }
+            ProtectorRecord::Sealed { kind, .. } => {
+                println!(
+                    "    {}. {}: {kind}, HKDF-SHA512, {}",
+                    i + 1,
+                    pr.name,
+                    seal::describe(pr)
+                );
             }
         }
     }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use fscrypt::EncryptionMode;
 use fscrypt_vault::{ARGON2_TARGET, Argon2Choice, Argon2Params, InitOptions, Vault};
 
-use crate::support::secret;
+use crate::support::{seal, secret};
 
 /// Contents encryption modes a vault may use (spec §1.1, §1.2).
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -158,6 +158,26 @@ pub struct Args {
     /// vault to copy (README "Encrypted backups: reverse mode").
     #[arg(long, conflicts_with = "config")]
     pub reverse: bool,
+    /// Protect the master key with this machine's TPM2 (sealed under a
+    /// PCR policy: --pcrs, --pin, --tcti). A recovery key is made too
+    /// unless --no-recovery-key; no passphrase unless --passphrase.
+    #[arg(long, conflicts_with_all = ["pkcs11", "fido2"])]
+    pub tpm2: bool,
+    /// Protect the master key with a key on a PKCS#11 token (--module,
+    /// --token, --pin-file). A recovery key is made too.
+    #[arg(long, conflicts_with = "fido2")]
+    pub pkcs11: bool,
+    /// Protect the master key with a FIDO2 security key (--device). A
+    /// recovery key is made too.
+    #[arg(long)]
+    pub fido2: bool,
+    /// How to seal (--pcrs, --pin; --recipient/--recipients-file make an
+    /// age protector).
+    #[command(flatten)]
+    pub seal: seal::SealArgs,
+    /// Where the device is.
+    #[command(flatten)]
+    pub device: seal::DeviceArgs,
 }
 
 /// The Argon2id cost `init` asked for on its command line.
@@ -198,6 +218,22 @@ impl Args {
             Some(s) => anyhow::bail!("--kdf-time {s} is out of range: give 0.05..=60 seconds"),
         };
         Ok(CostChoice::Calibrate(target, memory_kib))
+    }
+
+    /// The sealed protectors asked for: the device flag's kind, and age
+    /// when recipients are given.
+    fn sealed_kinds(&self) -> Vec<fscrypt_seal::Kind> {
+        use fscrypt_seal::Kind;
+        let age = !self.seal.recipient.is_empty() || !self.seal.recipients_file.is_empty();
+        [
+            (self.tpm2, Kind::Tpm2),
+            (self.pkcs11, Kind::Pkcs11),
+            (self.fido2, Kind::Fido2),
+            (age, Kind::Age),
+        ]
+        .into_iter()
+        .filter_map(|(on, kind)| on.then_some(kind))
+        .collect()
     }
 
     /// True if a passphrase option was given (`--passphrase`, `--passfile`,
@@ -276,6 +312,36 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         Vault::check_init_target(&args.cipherdir, args.config.as_deref())?;
     }
 
+    // The sealed protector's options, checked before anything is asked or
+    // made (flags of another kind are refused).
+    let kinds = args.sealed_kinds();
+    let seal_options = match kinds.as_slice() {
+        [] if args.seal != seal::SealArgs::default()
+            || args.device != seal::DeviceArgs::default() =>
+        {
+            anyhow::bail!(
+                "--pcrs, --pin, --tcti, --module, --token, --pin-file and --device go with --tpm2, --pkcs11 or --fido2"
+            )
+        }
+        [] => None,
+        [kind] => Some(args.seal.options(*kind, &args.device)?),
+        _ => anyhow::bail!(
+            "init makes one sealed protector: give one of --tpm2, --pkcs11, --fido2, --recipient, and add more later with `fscrypt-rs protector add`"
+        ),
+    };
+    if let Some(options) = &seal_options {
+        let mut ui = seal::Prompter::new(
+            args.device.pin_file.as_deref(),
+            args.pass.extpass.as_deref(),
+        );
+        let (secret, sealed) = seal::seal_new(options, &mut ui)?;
+        opts.sealed.push(fscrypt_vault::SealedInit {
+            kind: seal::vault_kind(options.kind()),
+            sealed: sealed.to_json(),
+            secret: fscrypt_crypto::SecretBuf::from_slice(secret.as_bytes()),
+        });
+    }
+
     let mut made_key_file = None;
     if let Some(path) = &args.key_file {
         opts.key_file = Some(secret::read_key_file(path)?);
@@ -285,7 +351,7 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut estimate = None;
     let result = (|| {
-        if opts.key_file.is_none() || args.wants_passphrase() {
+        if (opts.key_file.is_none() && opts.sealed.is_empty()) || args.wants_passphrase() {
             opts.passphrase = Some(args.pass.read("New passphrase: ", true)?);
             let params = match (cost, Argon2Params::from_env()?) {
                 (CostChoice::Fixed(params), _) => {
@@ -375,6 +441,12 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(path) = args.key_file.as_ref().or(args.new_key_file.as_ref()) {
         println!("  key-file protector: {}", path.display());
+    }
+    for s in &opts.sealed {
+        let details = fscrypt_seal::Sealed::from_json(&s.sealed)
+            .map(|r| seal::describe_sealed(&r))
+            .unwrap_or_default();
+        println!("  {} protector: {details}", s.kind);
     }
     if let Some(key) = &report.recovery_key {
         secret::show_recovery_key(key);

@@ -700,6 +700,14 @@ pub fn exec(mut args: Args) -> anyhow::Result<ExitCode> {
 /// A key file and a passphrase source both given.
 fn unlock_args(args: &Args, opts: &MountOptions) -> anyhow::Result<UnlockArgs> {
     let mut unlock = args.unlock.clone();
+    if unlock.sealed_kind().is_some() {
+        if opts.key_file.is_some() || opts.passfile.is_some() {
+            bail!(
+                "-o keyfile= and -o passfile= do not go with --tpm2, --pkcs11, --fido2 or --age-identity"
+            );
+        }
+        return Ok(unlock);
+    }
     if unlock.key_file.is_none() && !unlock.recovery_key {
         unlock.key_file = opts.key_file.clone();
     }

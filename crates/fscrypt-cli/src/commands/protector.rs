@@ -1,5 +1,6 @@
-//! `fscrypt-rs protector list|add|remove CIPHERDIR`: the protectors of a
-//! vault (passphrases, key files, recovery keys; any number of each, each
+//! `fscrypt-rs protector list|add|remove|reseal CIPHERDIR`: the protectors
+//! of a vault (passphrases, key files, recovery keys, and sealed ones: TPM2,
+//! PKCS#11 tokens, FIDO2 keys, age recipients; any number of each, each
 //! with a name). Adding or removing one rewrites only the config
 //! (atomically, under the config lock): the master key, and so every file,
 //! stays the same. Logic: `fscrypt_vault::edit`.
@@ -8,10 +9,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
+use clap::ValueEnum;
 use fscrypt_crypto::SecretBuf;
 use fscrypt_vault::config::{ProtectorRecord, format_utc};
 use fscrypt_vault::{Argon2Params, NewSecret, RecoveryKey, Vault};
 
+use crate::support::seal::{self, SealArgs};
 use crate::support::secret;
 use crate::support::unlock::{ConfigArg, UnlockArgs};
 
@@ -34,8 +37,13 @@ enum Sub {
     Add(AddArgs),
     /// Remove a protector. Unlocks the vault first with a protector that
     /// stays, so the vault is known to open afterwards; the last
-    /// protector is never removed.
+    /// protector is never removed, the last passphrase, key file or
+    /// recovery key only with --force.
     Remove(RemoveArgs),
+    /// Seal a tpm2 protector again to the TPM's current PCR values (after
+    /// a firmware or boot change refused it), with a new secret; unlock
+    /// with another protector (e.g. --recovery-key) first.
+    Reseal(ResealArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -56,6 +64,29 @@ enum Kind {
     KeyFile,
     /// A new random recovery key, shown once.
     RecoveryKey,
+    /// Sealed to this machine's TPM2 under a PCR policy: --tcti, --pcrs,
+    /// --pin.
+    Tpm2,
+    /// Wrapped by a key on a PKCS#11 token: --module, --token, --pin-file.
+    Pkcs11,
+    /// Released by a FIDO2 security key (hmac-secret): --device.
+    Fido2,
+    /// An age file to X25519 recipients: --recipient, --recipients-file
+    /// (only the public keys are needed).
+    Age,
+}
+
+impl Kind {
+    /// The sealed kind, for the kinds `fscrypt_seal` makes.
+    fn sealed(self) -> Option<fscrypt_seal::Kind> {
+        match self {
+            Kind::Tpm2 => Some(fscrypt_seal::Kind::Tpm2),
+            Kind::Pkcs11 => Some(fscrypt_seal::Kind::Pkcs11),
+            Kind::Fido2 => Some(fscrypt_seal::Kind::Fido2),
+            Kind::Age => Some(fscrypt_seal::Kind::Age),
+            Kind::Passphrase | Kind::KeyFile | Kind::RecoveryKey => None,
+        }
+    }
 }
 
 /// How to unlock the vault before a change.
@@ -90,6 +121,24 @@ struct AddArgs {
     /// For key-file: create this key file (64 random bytes, mode 0600).
     #[arg(long, value_name = "FILE")]
     new_key_file: Option<PathBuf>,
+    /// For tpm2 and age: how to seal (the device flags --tcti, --module,
+    /// --token, --pin-file, --device are with the unlock options).
+    #[command(flatten)]
+    seal: SealArgs,
+    #[command(flatten)]
+    unlock: Unlock,
+}
+
+#[derive(clap::Args, Debug)]
+struct ResealArgs {
+    /// The vault (directory made by `fscrypt-rs init`).
+    cipherdir: PathBuf,
+    /// The name of the tpm2 protector to seal again.
+    name: String,
+    /// Seal to these PCRs instead of the ones it had; --pin / --tcti as
+    /// for `protector add` (default: as it was).
+    #[command(flatten)]
+    seal: SealArgs,
     #[command(flatten)]
     unlock: Unlock,
 }
@@ -100,6 +149,12 @@ struct RemoveArgs {
     cipherdir: PathBuf,
     /// The name of the protector to remove (`fscrypt-rs protector list`).
     name: String,
+    /// Remove it even if it is the last passphrase, key-file or
+    /// recovery-key protector, so that only protectors bound to a device
+    /// or an identity remain (a lost device or a TPM firmware update then
+    /// locks the data away).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     unlock: Unlock,
 }
@@ -110,12 +165,13 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
         Sub::List(a) => list(a),
         Sub::Add(a) => add(a),
         Sub::Remove(a) => remove(a),
+        Sub::Reseal(a) => reseal(a),
     }
 }
 
 fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let vault = args.config.open(&args.cipherdir)?;
-    let rows: Vec<[String; 4]> = vault
+    let rows: Vec<[String; 5]> = vault
         .protectors()
         .iter()
         .map(|p| {
@@ -132,11 +188,12 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                 p.record.protector_kind().to_string(),
                 kdf,
                 created,
+                seal::describe(p),
             ]
         })
         .collect();
-    let header = ["NAME", "KIND", "KDF", "CREATED"].map(str::to_owned);
-    let mut width = [0usize; 3];
+    let header = ["NAME", "KIND", "KDF", "CREATED", "DEVICE"].map(str::to_owned);
+    let mut width = [0usize; 4];
     for row in std::iter::once(&header).chain(&rows) {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
@@ -144,14 +201,16 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     }
     for row in std::iter::once(&header).chain(&rows) {
         println!(
-            "{:w0$}  {:w1$}  {:w2$}  {}",
+            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
             row[0],
             row[1],
             row[2],
             row[3],
+            row[4],
             w0 = width[0],
             w1 = width[1],
-            w2 = width[2]
+            w2 = width[2],
+            w3 = width[3]
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -187,6 +246,16 @@ fn new_passphrase_params(vault: &Vault) -> anyhow::Result<Argon2Params> {
 fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
     let vault = args.unlock.config.open(&args.cipherdir)?;
     let dir = args.cipherdir.display();
+    // Refuse flags of another kind before asking for any secret.
+    let seal_options = match args.kind.sealed() {
+        Some(kind) => Some(args.seal.options(kind, &args.unlock.secret.device)?),
+        None if args.seal != SealArgs::default() => {
+            bail!(
+                "--pcrs, --pin, --recipient and --recipients-file are for sealed protectors (tpm2, age)"
+            )
+        }
+        None => None,
+    };
     if args.kind != Kind::KeyFile && (args.add_key_file.is_some() || args.new_key_file.is_some()) {
         bail!("--add-key-file and --new-key-file are for `protector add {dir} key-file`");
     }
@@ -239,12 +308,17 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
                 .1;
             (n, Some(rk))
         }
+        Kind::Tpm2 | Kind::Pkcs11 | Kind::Fido2 | Kind::Age => {
+            let options = seal_options.expect("a sealed kind has seal options");
+            let (n, _) = add_sealed(&vault, &master, &options, &args.unlock, name)?;
+            (n, None)
+        }
     };
-    let kind = match args.kind {
-        Kind::Passphrase => "passphrase",
-        Kind::KeyFile => "key-file",
-        Kind::RecoveryKey => "recovery-key",
-    };
+    let kind = args
+        .kind
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default();
     println!("Added {kind} protector {added:?} to {dir}; the data is unchanged.");
     if let Some(path) = args.add_key_file.as_ref().or(args.new_key_file.as_ref()) {
         println!("  key file: {}", path.display());
@@ -252,6 +326,76 @@ fn add(args: AddArgs) -> anyhow::Result<ExitCode> {
     if let Some(rk) = &shown_key {
         secret::show_recovery_key(rk);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Seals a new random secret as `options` say and adds it as a protector
+/// of `master`; returns its name and the vault as now stored.
+fn add_sealed(
+    vault: &Vault,
+    master: &SecretBuf,
+    options: &fscrypt_seal::SealOptions,
+    unlock: &Unlock,
+    name: Option<&str>,
+) -> anyhow::Result<(String, Vault)> {
+    let mut ui = seal::Prompter::new(
+        unlock.secret.device.pin_file.as_deref(),
+        unlock.secret.pass.extpass.as_deref(),
+    );
+    let (secret, sealed) = seal::seal_new(options, &mut ui)?;
+    let record = sealed.to_json();
+    let new = NewSecret::Sealed {
+        kind: seal::vault_kind(options.kind()),
+        sealed: &record,
+        secret: secret.as_bytes(),
+    };
+    let (vault, name) = vault.add_protector(master, &new, name)?;
+    Ok((name, vault))
+}
+
+fn reseal(args: ResealArgs) -> anyhow::Result<ExitCode> {
+    let vault = args.unlock.config.open(&args.cipherdir)?;
+    let Some(target) = vault.protectors().iter().position(|p| p.name == args.name) else {
+        return Err(fscrypt_vault::Error::UnknownProtector(args.name.clone()).into());
+    };
+    let old = match seal::record_of(&vault.protectors()[target])? {
+        Some(s @ fscrypt_seal::Sealed::Tpm2(_)) => s,
+        _ => bail!(
+            "{:?} is not a tpm2 protector: only TPM2 protectors depend on PCRs; for other kinds remove it and add a new one",
+            args.name
+        ),
+    };
+    let options = old
+        .reseal_options(
+            &args.seal.pcrs,
+            args.seal.pin,
+            args.unlock.secret.device.tcti.as_deref(),
+        )
+        .expect("a tpm2 record has reseal options");
+    let (master, _) = match unlock(&vault, &args.unlock)? {
+        Ok(found) => found,
+        Err(code) => return Ok(code),
+    };
+    let mut ui = seal::Prompter::new(
+        args.unlock.secret.device.pin_file.as_deref(),
+        args.unlock.secret.pass.extpass.as_deref(),
+    );
+    let (secret, sealed) = seal::seal_new(&options, &mut ui)?;
+    let record = sealed.to_json();
+    vault.replace_sealed(
+        target,
+        &master,
+        &NewSecret::Sealed {
+            kind: fscrypt_vault::ProtectorKind::Tpm2,
+            sealed: &record,
+            secret: secret.as_bytes(),
+        },
+    )?;
+    println!(
+        "Sealed protector {:?} again to the current PCRs ({}); the data is unchanged.",
+        args.name,
+        seal::describe_sealed(&sealed)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -264,6 +408,9 @@ fn remove(args: RemoveArgs) -> anyhow::Result<ExitCode> {
     if vault.protectors().len() == 1 {
         return Err(fscrypt_vault::Error::LastProtector(args.name.clone()).into());
     }
+    if !args.force && vault.is_last_standalone(target) {
+        return Err(fscrypt_vault::Error::LastStandalone(args.name.clone()).into());
+    }
     let (_master, opened) = match unlock(&vault, &args.unlock)? {
         Ok(found) => found,
         Err(code) => return Ok(code),
@@ -274,7 +421,7 @@ fn remove(args: RemoveArgs) -> anyhow::Result<ExitCode> {
             args.name
         );
     }
-    vault.remove_protector(&args.name)?;
+    vault.remove_protector(&args.name, args.force)?;
     println!(
         "Removed protector {:?} from {dir}; it no longer unlocks the vault. The data is unchanged.",
         args.name

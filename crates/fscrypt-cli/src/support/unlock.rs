@@ -20,7 +20,7 @@ use anyhow::bail;
 use fscrypt_crypto::SecretBuf;
 use fscrypt_vault::{Secret, Vault};
 
-use crate::support::secret;
+use crate::support::{seal, secret};
 
 /// `--config FILE`: where the vault's config (its policy and wrapped
 /// keys) is, when it is not in the cipher directory.
@@ -86,9 +86,41 @@ pub struct UnlockArgs {
     /// or one line from stdin when it is not a terminal).
     #[command(flatten)]
     pub pass: secret::PassSource,
+    /// Unlock with a TPM2 protector (each tpm2 protector is tried; its PIN,
+    /// if it has one, from --pin-file, --extpass or the terminal).
+    #[arg(long, conflicts_with_all = ["key_file", "recovery_key", "passfile", "pkcs11", "fido2", "age_identity"])]
+    pub tpm2: bool,
+    /// Unlock with a PKCS#11 token protector (PIN from --pin-file,
+    /// --extpass or the terminal).
+    #[arg(long, conflicts_with_all = ["key_file", "recovery_key", "passfile", "fido2", "age_identity"])]
+    pub pkcs11: bool,
+    /// Unlock with a FIDO2 security key protector (touch it when asked).
+    #[arg(long, conflicts_with_all = ["key_file", "recovery_key", "passfile", "age_identity"])]
+    pub fido2: bool,
+    /// Unlock with an age protector, with this identity file (as
+    /// `age-keygen` writes it).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["key_file", "recovery_key", "passfile"])]
+    pub age_identity: Option<PathBuf>,
+    /// Where the device is (defaults: what the protector remembers).
+    #[command(flatten)]
+    pub device: seal::DeviceArgs,
 }
 
 impl UnlockArgs {
+    /// The sealed kind chosen by `--tpm2`, `--pkcs11`, `--fido2` or
+    /// `--age-identity`, if any.
+    pub fn sealed_kind(&self) -> Option<fscrypt_seal::Kind> {
+        use fscrypt_seal::Kind;
+        [
+            (self.tpm2, Kind::Tpm2),
+            (self.pkcs11, Kind::Pkcs11),
+            (self.fido2, Kind::Fido2),
+            (self.age_identity.is_some(), Kind::Age),
+        ]
+        .into_iter()
+        .find_map(|(on, kind)| on.then_some(kind))
+    }
+
     /// Unwraps `vault`'s master key with the secret these options name:
     /// the key file, the recovery key (read from the terminal or stdin),
     /// or the passphrase from `--passfile`, `--extpass`, the terminal
@@ -113,6 +145,14 @@ impl UnlockArgs {
         prompt: &str,
         otherwise: Option<&str>,
     ) -> anyhow::Result<Result<(SecretBuf, usize), ExitCode>> {
+        if let Some(kind) = self.sealed_kind() {
+            let options = self.device.unseal_options(self.age_identity.as_deref());
+            let mut ui = seal::Prompter::new(
+                self.device.pin_file.as_deref(),
+                self.pass.extpass.as_deref(),
+            );
+            return seal::unwrap_sealed(vault, kind, only, &options, &mut ui);
+        }
         let dir = vault.dir().display();
         let result = if let Some(path) = &self.key_file {
             let key = secret::read_key_file(path)?;
@@ -125,8 +165,19 @@ impl UnlockArgs {
             vault.unwrap_with(&Secret::RecoveryKey(&rk), only)
         } else {
             if !vault.has_passphrase() {
+                let sealed: Vec<&str> = fscrypt_seal::Kind::ALL
+                    .into_iter()
+                    .filter(|k| vault.has_kind(seal::vault_kind(*k)))
+                    .map(|k| match k {
+                        fscrypt_seal::Kind::Tpm2 => " or --tpm2",
+                        fscrypt_seal::Kind::Pkcs11 => " or --pkcs11",
+                        fscrypt_seal::Kind::Fido2 => " or --fido2",
+                        fscrypt_seal::Kind::Age => " or --age-identity FILE",
+                    })
+                    .collect();
                 bail!(
-                    "{dir} has no passphrase protector: unlock it with --key-file FILE or --recovery-key{}",
+                    "{dir} has no passphrase protector: unlock it with --key-file FILE or --recovery-key{}{}",
+                    sealed.concat(),
                     otherwise.map(|o| format!(" ({o})")).unwrap_or_default()
                 );
             }
