@@ -61,6 +61,7 @@ pub mod protector;
 pub mod reverse;
 pub mod root;
 pub mod unlock;
+pub mod usage;
 pub mod wrap;
 
 pub use config::{CONFIG_NAME, Protector, ProtectorKind};

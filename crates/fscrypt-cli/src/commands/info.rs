@@ -72,7 +72,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             _ => None,
         })
         .collect();
-    let protectors: Vec<serde_json::Value> = vault
+    let used = fscrypt_vault::usage::last_use(&vault.key_identifier());
+    let mut protectors: Vec<serde_json::Value> = vault
         .protectors()
         .iter()
         .zip(&estimates)
@@ -120,6 +121,9 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             }
         })
         .collect();
+    for (json, p) in protectors.iter_mut().zip(vault.protectors()) {
+        json["last_used"] = used.get(&p.name).copied().into();
+    }
     if args.json {
         let out = json!({
             "cipherdir": args.cipherdir.display().to_string(),
@@ -181,7 +185,23 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             ""
         }
     );
-    println!("  protectors: {}", protectors.len());
+    println!(
+        "  protectors: {} (last used on this machine: {})",
+        protectors.len(),
+        if used.is_empty() {
+            "never recorded".to_owned()
+        } else {
+            vault
+                .protectors()
+                .iter()
+                .filter_map(|p| {
+                    used.get(&p.name)
+                        .map(|t| format!("{} {}", p.name, format_rfc3339(*t)))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
     for (i, (pr, estimate)) in vault.protectors().iter().zip(&estimates).enumerate() {
         match &pr.record {
             ProtectorRecord::Passphrase { params, .. } => println!(

@@ -28,7 +28,9 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Sub {
     /// List the protectors: name, kind, key derivation and its costs,
-    /// creation time. Needs no secret and shows none.
+    /// creation time, last use on this machine, and for sealed ones the
+    /// device (TPM and PCRs, token, security key, age recipients). Needs
+    /// no secret and shows none.
     List(ListArgs),
     /// Add a protector. Unlocks the vault first with an existing protector
     /// (a passphrase by default, from the terminal, stdin, --passfile or
@@ -171,7 +173,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 
 fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let vault = args.config.open(&args.cipherdir)?;
-    let rows: Vec<[String; 5]> = vault
+    let used = fscrypt_vault::usage::last_use(&vault.key_identifier());
+    let rows: Vec<[String; 6]> = vault
         .protectors()
         .iter()
         .map(|p| {
@@ -188,12 +191,14 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                 p.record.protector_kind().to_string(),
                 kdf,
                 created,
+                used.get(&p.name)
+                    .map_or_else(|| "-".to_owned(), |t| format_utc(*t)),
                 seal::describe(p),
             ]
         })
         .collect();
-    let header = ["NAME", "KIND", "KDF", "CREATED", "DEVICE"].map(str::to_owned);
-    let mut width = [0usize; 4];
+    let header = ["NAME", "KIND", "KDF", "CREATED", "LAST USED HERE", "DEVICE"].map(str::to_owned);
+    let mut width = [0usize; 5];
     for row in std::iter::once(&header).chain(&rows) {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
@@ -201,16 +206,18 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     }
     for row in std::iter::once(&header).chain(&rows) {
         println!(
-            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
+            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {:w4$}  {}",
             row[0],
             row[1],
             row[2],
             row[3],
             row[4],
+            row[5],
             w0 = width[0],
             w1 = width[1],
             w2 = width[2],
-            w3 = width[3]
+            w3 = width[3],
+            w4 = width[4]
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -145,6 +145,28 @@ impl UnlockArgs {
         prompt: &str,
         otherwise: Option<&str>,
     ) -> anyhow::Result<Result<(SecretBuf, usize), ExitCode>> {
+        let found = self.unwrap_any(vault, only, prompt, otherwise)?;
+        if let Ok((_, i)) = &found {
+            // Informational (`protector list`, `info`): a failure to record
+            // it never stops the command.
+            let name = &vault.protectors()[*i].name;
+            let _ = fscrypt_vault::usage::record_use(
+                &vault.key_identifier(),
+                name,
+                fscrypt_vault::config::now_unix(),
+            );
+        }
+        Ok(found)
+    }
+
+    /// [`UnlockArgs::unwrap`] without recording the use.
+    fn unwrap_any(
+        &self,
+        vault: &Vault,
+        only: Option<&str>,
+        prompt: &str,
+        otherwise: Option<&str>,
+    ) -> anyhow::Result<Result<(SecretBuf, usize), ExitCode>> {
         if let Some(kind) = self.sealed_kind() {
             let options = self.device.unseal_options(self.age_identity.as_deref());
             let mut ui = seal::Prompter::new(
