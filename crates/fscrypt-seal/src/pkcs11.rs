@@ -12,7 +12,8 @@
 //!   (`CKK_AES`, `CKA_WRAP` and `CKA_UNWRAP` true) gives
 //!   [`Mechanism::AesKeyWrap`]; an RSA private key (`CKK_RSA`,
 //!   `CKA_DECRYPT` true) with its public key (same `CKA_ID`) gives
-//!   [`Mechanism::RsaOaepSha256`]. The key must have a non-empty `CKA_ID`:
+//!   [`Mechanism::RsaOaepSha256`] (or [`Mechanism::RsaOaepSha1`] on a
+//!   token that refuses SHA-256 OAEP parameters). The key must have a non-empty `CKA_ID`:
 //!   unsealing finds it by that id.
 //! * without `--key`, a new AES-256 key is generated on the token
 //!   (`CKM_AES_KEY_GEN`, `CKA_TOKEN`, `CKA_PRIVATE`, `CKA_SENSITIVE` true,
@@ -36,6 +37,11 @@
 //!   public key (`C_Encrypt`); the ciphertext (the modulus size, 128 to
 //!   1024 bytes) is stored. Unsealing decrypts it with the private key
 //!   (`C_Decrypt`).
+//! * `rsa-oaep-sha1`: the same with SHA-1 and MGF1-SHA-1, used only when
+//!   the token answers `CKR_ARGUMENTS_BAD`, `CKR_MECHANISM_PARAM_INVALID`
+//!   or `CKR_MECHANISM_INVALID` to the SHA-256 parameters (SoftHSM 2.6 and
+//!   several smart cards accept only SHA-1 OAEP). OAEP's security does not
+//!   rest on the hash's collision resistance, so SHA-1 is still sound here.
 //!
 //! The stored [`Sealed`] record holds only public data: the module path
 //! (a hint), the token's label and serial, the key's label and `CKA_ID`
@@ -118,6 +124,10 @@ pub enum Mechanism {
     /// empty label, to an RSA key pair: a modulus-sized ciphertext.
     #[serde(rename = "rsa-oaep-sha256")]
     RsaOaepSha256,
+    /// `CKM_RSA_PKCS_OAEP` with SHA-1, MGF1-SHA-1 and an empty label, for
+    /// tokens without SHA-256 OAEP: a modulus-sized ciphertext.
+    #[serde(rename = "rsa-oaep-sha1")]
+    RsaOaepSha1,
 }
 
 impl Mechanism {
@@ -126,6 +136,7 @@ impl Mechanism {
         match self {
             Mechanism::AesKeyWrap => "aes-key-wrap",
             Mechanism::RsaOaepSha256 => "rsa-oaep-sha256",
+            Mechanism::RsaOaepSha1 => "rsa-oaep-sha1",
         }
     }
 
@@ -133,7 +144,7 @@ impl Mechanism {
     fn unwrapping_class(self) -> ObjectClass {
         match self {
             Mechanism::AesKeyWrap => ObjectClass::SECRET_KEY,
-            Mechanism::RsaOaepSha256 => ObjectClass::PRIVATE_KEY,
+            Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => ObjectClass::PRIVATE_KEY,
         }
     }
 
@@ -141,7 +152,7 @@ impl Mechanism {
     fn key_type(self) -> KeyType {
         match self {
             Mechanism::AesKeyWrap => KeyType::AES,
-            Mechanism::RsaOaepSha256 => KeyType::RSA,
+            Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => KeyType::RSA,
         }
     }
 }
@@ -166,7 +177,7 @@ pub struct Sealed {
     /// How the secret is wrapped.
     pub mechanism: Mechanism,
     /// The wrapped secret, hex: 40 bytes for `aes-key-wrap`, 128 to 1024
-    /// for `rsa-oaep-sha256`.
+    /// for `rsa-oaep-*`.
     pub wrapped: String,
 }
 
@@ -190,7 +201,9 @@ impl Sealed {
         })?;
         let ok = match self.mechanism {
             Mechanism::AesKeyWrap => wrapped.len() == AES_WRAPPED_SIZE,
-            Mechanism::RsaOaepSha256 => RSA_CIPHERTEXT_SIZES.contains(&wrapped.len()),
+            Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => {
+                RSA_CIPHERTEXT_SIZES.contains(&wrapped.len())
+            }
         };
         if !ok {
             return Err(Error::Invalid(format!(
@@ -242,13 +255,11 @@ pub fn seal(
         Some(label) => existing_key(&session, &options.token, label)?,
         None => generate_key(&session, &options.token)?,
     };
-    let wrapped = match mechanism {
-        Mechanism::AesKeyWrap => aes_wrap(&session, key, secret)?,
-        Mechanism::RsaOaepSha256 => {
+    let (wrapped, mechanism) = match mechanism {
+        Mechanism::AesKeyWrap => (aes_wrap(&session, key, secret)?, mechanism),
+        Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => {
             let public = public_key(&session, &key_id, &key_label)?;
-            session
-                .encrypt(&oaep(), public, secret.as_bytes())
-                .map_err(|e| device(&format!("the token cannot RSA-OAEP encrypt with key '{key_label}'"), e))?
+            rsa_encrypt(&session, public, secret, &key_label)?
         }
     };
     login.finish();
@@ -320,10 +331,10 @@ pub fn unseal(
     })?;
     let secret = match mechanism {
         Mechanism::AesKeyWrap => aes_unwrap(&session, key, &wrapped, &label)?,
-        Mechanism::RsaOaepSha256 => {
+        Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => {
             let plain = Zeroizing::new(
                 session
-                    .decrypt(&oaep(), key, &wrapped)
+                    .decrypt(&oaep(mechanism), key, &wrapped)
                     .map_err(|e| refused_or_device(&label, e))?,
             );
             Secret::from_slice(&plain)?
@@ -514,14 +525,18 @@ fn short(e: &CkError) -> String {
 }
 
 /// A decryption or unwrap failure: the key found does not open these
-/// bytes ([`Error::WrongSecret`]) or the token failed ([`Error::Device`]).
+/// bytes ([`Error::WrongSecret`]: bad data, bad length, or
+/// `CKR_GENERAL_ERROR`, which SoftHSM returns for a failed RFC 3394
+/// integrity check) or the token failed ([`Error::Device`]).
 fn refused_or_device(label: &str, e: CkError) -> Error {
     match e {
         CkError::Pkcs11(
             RvError::EncryptedDataInvalid
             | RvError::EncryptedDataLenRange
             | RvError::WrappedKeyInvalid
-            | RvError::WrappedKeyLenRange,
+            | RvError::WrappedKeyLenRange
+            // SoftHSM's answer to a failed RFC 3394 integrity check.
+            | RvError::GeneralError,
             _,
         ) => Error::WrongSecret(format!(
             "the key on token '{label}' does not unwrap this secret; is it the right token?"
@@ -601,7 +616,7 @@ fn existing_key(
             "key '{label}' on token '{token}' may not be used to {}; pick another key",
             match mechanism {
                 Mechanism::AesKeyWrap => "wrap and unwrap keys",
-                Mechanism::RsaOaepSha256 => "decrypt",
+                Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => "decrypt",
             }
         )));
     }
@@ -738,8 +753,7 @@ fn aes_unwrap(
     wrapped: &[u8],
     label: &str,
 ) -> Result<Secret, Error> {
-    let mut template = secret_template(None);
-    template.push(Attribute::ValueLen((SECRET_SIZE as u64).into()));
+    let template = secret_template(None);
     let object = session
         .unwrap_key(&CkMechanism::AesKeyWrap, key, wrapped, &template)
         .map_err(|e| refused_or_device(label, e))?;
@@ -757,13 +771,38 @@ fn aes_unwrap(
     secret
 }
 
-/// `CKM_RSA_PKCS_OAEP` with SHA-256, MGF1-SHA-256 and an empty label.
-fn oaep() -> CkMechanism<'static> {
-    CkMechanism::RsaPkcsOaep(PkcsOaepParams::new(
-        MechanismType::SHA256,
-        PkcsMgfType::MGF1_SHA256,
-        PkcsOaepSource::empty(),
-    ))
+/// `CKM_RSA_PKCS_OAEP` for an `rsa-oaep-*` mechanism (SHA-1 for
+/// anything else, which no caller passes), with an empty label.
+fn oaep(mechanism: Mechanism) -> CkMechanism<'static> {
+    let (hash, mgf) = match mechanism {
+        Mechanism::RsaOaepSha256 => (MechanismType::SHA256, PkcsMgfType::MGF1_SHA256),
+        Mechanism::RsaOaepSha1 | Mechanism::AesKeyWrap => {
+            (MechanismType::SHA1, PkcsMgfType::MGF1_SHA1)
+        }
+    };
+    CkMechanism::RsaPkcsOaep(PkcsOaepParams::new(hash, mgf, PkcsOaepSource::empty()))
+}
+
+/// RSA-OAEP encryption of the secret to `public`: SHA-256, or SHA-1 when
+/// the token refuses SHA-256's parameters.
+fn rsa_encrypt(
+    session: &Session,
+    public: ObjectHandle,
+    secret: &Secret,
+    label: &str,
+) -> Result<(Vec<u8>, Mechanism), Error> {
+    let fail = |e| device(&format!("the token cannot RSA-OAEP encrypt with key '{label}'"), e);
+    match session.encrypt(&oaep(Mechanism::RsaOaepSha256), public, secret.as_bytes()) {
+        Ok(c) => Ok((c, Mechanism::RsaOaepSha256)),
+        Err(CkError::Pkcs11(
+            RvError::ArgumentsBad | RvError::MechanismParamInvalid | RvError::MechanismInvalid,
+            _,
+        )) => session
+            .encrypt(&oaep(Mechanism::RsaOaepSha1), public, secret.as_bytes())
+            .map(|c| (c, Mechanism::RsaOaepSha1))
+            .map_err(fail),
+        Err(e) => Err(fail(e)),
+    }
 }
 
 #[cfg(test)]
