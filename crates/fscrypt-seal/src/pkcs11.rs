@@ -18,7 +18,8 @@
 //! * without `--key`, a new AES-256 key is generated on the token
 //!   (`CKM_AES_KEY_GEN`, `CKA_TOKEN`, `CKA_PRIVATE`, `CKA_SENSITIVE` true,
 //!   `CKA_EXTRACTABLE` false, only `CKA_WRAP`/`CKA_UNWRAP` allowed),
-//!   labelled `fscrypt-rs <8 hex digits>` with a random 16-byte `CKA_ID`.
+//!   labelled `fscrypt-rs <8 hex digits>` with a random 16-byte `CKA_ID`
+//!   (destroyed again if the wrap then fails).
 //!
 //! The 32-byte secret is then bound to the key:
 //!
@@ -187,9 +188,8 @@ impl Sealed {
     /// # Errors
     /// [`Error::Invalid`] for bad hex or sizes.
     fn decoded(&self) -> Result<(Vec<u8>, Vec<u8>), Error> {
-        let key_id = hex::decode(&self.key_id).map_err(|e| {
-            Error::Invalid(format!("the pkcs11 record's key_id is not hex ({e})"))
-        })?;
+        let key_id = hex::decode(&self.key_id)
+            .map_err(|e| Error::Invalid(format!("the pkcs11 record's key_id is not hex ({e})")))?;
         if key_id.is_empty() || key_id.len() > MAX_KEY_ID_SIZE {
             return Err(Error::Invalid(format!(
                 "the pkcs11 record's key_id has {} bytes, not 1 to {MAX_KEY_ID_SIZE}",
@@ -197,7 +197,9 @@ impl Sealed {
             )));
         }
         let wrapped = hex::decode(&self.wrapped).map_err(|e| {
-            Error::Invalid(format!("the pkcs11 record's wrapped secret is not hex ({e})"))
+            Error::Invalid(format!(
+                "the pkcs11 record's wrapped secret is not hex ({e})"
+            ))
         })?;
         let ok = match self.mechanism {
             Mechanism::AesKeyWrap => wrapped.len() == AES_WRAPPED_SIZE,
@@ -236,7 +238,9 @@ pub fn seal(
         ));
     }
     if options.token.is_empty() {
-        return Err(Error::Invalid("pkcs11 needs --token (the token's label)".into()));
+        return Err(Error::Invalid(
+            "pkcs11 needs --token (the token's label)".into(),
+        ));
     }
     let module = options.module.to_str().ok_or_else(|| {
         Error::Invalid(format!(
@@ -246,20 +250,34 @@ pub fn seal(
     })?;
     let ctx = context(&options.module)?;
     let (slot, info) = find_token(&ctx, &options.module, None, &options.token)?;
-    let session = ctx
-        .open_rw_session(slot)
-        .map_err(|e| device(&format!("cannot open a session on token '{}'", options.token), e))?;
+    let session = ctx.open_rw_session(slot).map_err(|e| {
+        device(
+            &format!("cannot open a session on token '{}'", options.token),
+            e,
+        )
+    })?;
     let login = Login::new(&ctx, &session, slot, &info, ui)?;
 
     let (key, key_label, key_id, mechanism) = match &options.key {
         Some(label) => existing_key(&session, &options.token, label)?,
         None => generate_key(&session, &options.token)?,
     };
-    let (wrapped, mechanism) = match mechanism {
-        Mechanism::AesKeyWrap => (aes_wrap(&session, key, secret)?, mechanism),
+    let wrapped = match mechanism {
+        Mechanism::AesKeyWrap => aes_wrap(&session, key, secret).map(|w| (w, mechanism)),
         Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1 => {
-            let public = public_key(&session, &key_id, &key_label)?;
-            rsa_encrypt(&session, public, secret, &key_label)?
+            public_key(&session, &key_id, &key_label)
+                .and_then(|public| rsa_encrypt(&session, public, secret, &key_label))
+        }
+    };
+    let (wrapped, mechanism) = match wrapped {
+        Ok(w) => w,
+        Err(e) => {
+            // A key generated for this seal and left unused would only
+            // clutter the token.
+            if options.key.is_none() {
+                let _ = session.destroy_object(key);
+            }
+            return Err(e);
         }
     };
     login.finish();
@@ -364,7 +382,9 @@ pub fn describe(sealed: &Sealed) -> Vec<(&'static str, String)> {
 /// use (see the module doc for why it is never finalised).
 fn context(module: &Path) -> Result<Pkcs11, Error> {
     static CONTEXTS: Mutex<Vec<(PathBuf, Pkcs11)>> = Mutex::new(Vec::new());
-    let mut contexts = CONTEXTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut contexts = CONTEXTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, ctx)) = contexts.iter().find(|(p, _)| p == module) {
         return Ok(ctx.clone());
     }
@@ -395,9 +415,12 @@ fn find_token(
     serial: Option<&str>,
     label: &str,
 ) -> Result<(Slot, TokenInfo), Error> {
-    let slots = ctx
-        .get_slots_with_token()
-        .map_err(|e| device(&format!("the PKCS#11 module {} lists no slots", module.display()), e))?;
+    let slots = ctx.get_slots_with_token().map_err(|e| {
+        device(
+            &format!("the PKCS#11 module {} lists no slots", module.display()),
+            e,
+        )
+    })?;
     let mut tokens = Vec::new();
     for slot in slots {
         // A slot whose token went away between the two calls is skipped.
@@ -444,7 +467,10 @@ impl<'a> Login<'a> {
     ) -> Result<Login<'a>, Error> {
         let label = info.label().trim_end();
         if !info.login_required() {
-            return Ok(Login { session, logged_in: false });
+            return Ok(Login {
+                session,
+                logged_in: false,
+            });
         }
         if info.user_pin_locked() {
             return Err(pin_locked(label));
@@ -458,10 +484,14 @@ impl<'a> Login<'a> {
             session.login(UserType::User, Some(&pin))
         };
         match result {
-            Ok(()) => Ok(Login { session, logged_in: true }),
-            Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {
-                Ok(Login { session, logged_in: false })
-            }
+            Ok(()) => Ok(Login {
+                session,
+                logged_in: true,
+            }),
+            Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(Login {
+                session,
+                logged_in: false,
+            }),
             Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => {
                 Err(wrong_pin(label, ctx.get_token_info(slot).ok().as_ref()))
             }
@@ -598,7 +628,11 @@ fn existing_key(
             Mechanism::AesKeyWrap,
             &[AttributeType::Wrap, AttributeType::Unwrap][..],
         ),
-        ([], [key]) => (*key, Mechanism::RsaOaepSha256, &[AttributeType::Decrypt][..]),
+        ([], [key]) => (
+            *key,
+            Mechanism::RsaOaepSha256,
+            &[AttributeType::Decrypt][..],
+        ),
         ([], []) => {
             return Err(Error::Invalid(format!(
                 "token '{token}' has no AES key or RSA private key labelled '{label}'; \
@@ -686,7 +720,12 @@ fn generate_key(
     ];
     let key = session
         .generate_key(&CkMechanism::AesKeyGen, &template)
-        .map_err(|e| device(&format!("token '{token}' cannot generate an AES-256 key"), e))?;
+        .map_err(|e| {
+            device(
+                &format!("token '{token}' cannot generate an AES-256 key"),
+                e,
+            )
+        })?;
     Ok((key, label, id, Mechanism::AesKeyWrap))
 }
 
@@ -731,7 +770,8 @@ fn aes_wrap(session: &Session, key: ObjectHandle, secret: &Secret) -> Result<Vec
     let mut template = secret_template(Some(secret.as_bytes()));
     let created = session.create_object(&template);
     wipe(&mut template);
-    let object = created.map_err(|e| device("the token refused the secret as a session object", e))?;
+    let object =
+        created.map_err(|e| device("the token refused the secret as a session object", e))?;
     let object = Temporary(session, object);
     let wrapped = session
         .wrap_key(&CkMechanism::AesKeyWrap, key, object.1)
@@ -760,7 +800,12 @@ fn aes_unwrap(
     let object = Temporary(session, object);
     let mut attrs = session
         .get_attributes(object.1, &[AttributeType::Value])
-        .map_err(|e| device(&format!("cannot read the unwrapped secret on token '{label}'"), e))?;
+        .map_err(|e| {
+            device(
+                &format!("cannot read the unwrapped secret on token '{label}'"),
+                e,
+            )
+        })?;
     let secret = match attrs.as_slice() {
         [Attribute::Value(v)] => Secret::from_slice(v),
         _ => Err(Error::Device(format!(
@@ -791,7 +836,12 @@ fn rsa_encrypt(
     secret: &Secret,
     label: &str,
 ) -> Result<(Vec<u8>, Mechanism), Error> {
-    let fail = |e| device(&format!("the token cannot RSA-OAEP encrypt with key '{label}'"), e);
+    let fail = |e| {
+        device(
+            &format!("the token cannot RSA-OAEP encrypt with key '{label}'"),
+            e,
+        )
+    };
     match session.encrypt(&oaep(Mechanism::RsaOaepSha256), public, secret.as_bytes()) {
         Ok(c) => Ok((c, Mechanism::RsaOaepSha256)),
         Err(CkError::Pkcs11(
@@ -840,10 +890,16 @@ mod tests {
     fn unknown_fields_and_mechanisms_are_refused() {
         let mut json = crate::Sealed::Pkcs11(record()).to_json();
         json["extra"] = 1.into();
-        assert!(matches!(crate::Sealed::from_json(&json), Err(Error::Invalid(_))));
+        assert!(matches!(
+            crate::Sealed::from_json(&json),
+            Err(Error::Invalid(_))
+        ));
         let mut json = crate::Sealed::Pkcs11(record()).to_json();
         json["mechanism"] = "aes-gcm".into();
-        assert!(matches!(crate::Sealed::from_json(&json), Err(Error::Invalid(_))));
+        assert!(matches!(
+            crate::Sealed::from_json(&json),
+            Err(Error::Invalid(_))
+        ));
     }
 
     #[test]
@@ -880,7 +936,10 @@ mod tests {
         assert_eq!(
             d,
             vec![
-                ("device", "pkcs11 token tok (serial 0123456789abcdef)".to_owned()),
+                (
+                    "device",
+                    "pkcs11 token tok (serial 0123456789abcdef)".to_owned()
+                ),
                 ("module", "/usr/lib/softhsm/libsofthsm2.so".to_owned()),
                 ("key", "fscrypt-rs 01020304".to_owned()),
                 ("mechanism", "aes-key-wrap".to_owned()),
@@ -900,12 +959,18 @@ mod tests {
     fn seal_refuses_empty_options_and_missing_module() {
         let secret = Secret::from_slice(&[7; SECRET_SIZE]).unwrap();
         let none = SealOptions::default();
-        assert!(matches!(seal(&none, &secret, &mut NoPin), Err(Error::Invalid(_))));
+        assert!(matches!(
+            seal(&none, &secret, &mut NoPin),
+            Err(Error::Invalid(_))
+        ));
         let no_token = SealOptions {
             module: "/nonexistent/libpkcs11.so".into(),
             ..SealOptions::default()
         };
-        assert!(matches!(seal(&no_token, &secret, &mut NoPin), Err(Error::Invalid(_))));
+        assert!(matches!(
+            seal(&no_token, &secret, &mut NoPin),
+            Err(Error::Invalid(_))
+        ));
         let missing = SealOptions {
             module: "/nonexistent/libpkcs11.so".into(),
             token: "tok".into(),

@@ -30,7 +30,10 @@ struct Pins {
 
 impl Pins {
     fn new(pin: &'static str) -> Pins {
-        Pins { pin, asked: Vec::new() }
+        Pins {
+            pin,
+            asked: Vec::new(),
+        }
     }
 }
 
@@ -173,7 +176,10 @@ impl Admin {
         assert_eq!(keys.len(), 1, "one key with that id");
         let attrs = self
             .session
-            .get_attributes(keys[0], &[AttributeType::Sensitive, AttributeType::Extractable])
+            .get_attributes(
+                keys[0],
+                &[AttributeType::Sensitive, AttributeType::Extractable],
+            )
             .unwrap();
         match attrs.as_slice() {
             [Attribute::Sensitive(s), Attribute::Extractable(e)] => (*s, *e),
@@ -201,26 +207,40 @@ fn round_trip_with_a_generated_aes_key() {
     assert_eq!(sealed.mechanism, Mechanism::AesKeyWrap);
     assert_eq!(sealed.wrapped.len(), 2 * 40);
     assert_eq!(sealed.token_label, "fs-gen");
-    assert!(sealed.key_label.starts_with("fscrypt-rs "), "{}", sealed.key_label);
+    assert!(
+        sealed.key_label.starts_with("fscrypt-rs "),
+        "{}",
+        sealed.key_label
+    );
     assert_eq!(sealed.module, module.to_str().unwrap());
     // The record holds nothing of the secret.
-    let json = fscrypt_seal::Sealed::Pkcs11(sealed.clone()).to_json().to_string();
+    let json = fscrypt_seal::Sealed::Pkcs11(sealed.clone())
+        .to_json()
+        .to_string();
     assert!(!json.contains(&hex::encode(s.as_bytes())));
 
     let admin = Admin::open(&module, "fs-gen");
     assert_eq!(sealed.token_serial, admin.serial());
     // The generated key is sensitive and never leaves the token.
-    assert_eq!(admin.aes_flags(&hex::decode(&sealed.key_id).unwrap()), (true, false));
+    assert_eq!(
+        admin.aes_flags(&hex::decode(&sealed.key_id).unwrap()),
+        (true, false)
+    );
     drop(admin);
 
     let start = Instant::now();
     let back = unseal(&sealed, &UnsealOptions::default(), PIN).expect("unseal");
     let took = start.elapsed();
     assert_eq!(back.as_bytes(), s.as_bytes());
-    println!("pkcs11 unseal (softhsm2, aes-key-wrap, incl. module load and login): {took:?}");
+    println!(
+        "pkcs11 unseal (softhsm2, aes-key-wrap; token search, login, unwrap, logout): {took:?}"
+    );
     let start = Instant::now();
     unseal(&sealed, &UnsealOptions::default(), PIN).expect("unseal again");
-    println!("pkcs11 unseal (softhsm2, aes-key-wrap, module loaded): {:?}", start.elapsed());
+    println!(
+        "pkcs11 unseal again (softhsm2, aes-key-wrap): {:?}",
+        start.elapsed()
+    );
 
     // A second seal makes a second key: another id, another wrap.
     let again = seal(&module, "fs-gen", None, &s);
@@ -240,8 +260,10 @@ fn round_trip_with_a_generated_aes_key() {
 
 #[test]
 fn round_trip_with_an_existing_rsa_key_pair() {
-    let Some(module) = in_child("round_trip_with_an_existing_rsa_key_pair", tokens(&["fs-rsa"]))
-    else {
+    let Some(module) = in_child(
+        "round_trip_with_an_existing_rsa_key_pair",
+        tokens(&["fs-rsa"]),
+    ) else {
         return;
     };
     Admin::open(&module, "fs-rsa").rsa_pair("my-rsa", &[0xa1, 0xb2]);
@@ -249,7 +271,10 @@ fn round_trip_with_an_existing_rsa_key_pair() {
     let sealed = seal(&module, "fs-rsa", Some("my-rsa"), &s);
     // SoftHSM 2.6 has only SHA-1 OAEP; later versions take SHA-256.
     assert!(
-        matches!(sealed.mechanism, Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1),
+        matches!(
+            sealed.mechanism,
+            Mechanism::RsaOaepSha256 | Mechanism::RsaOaepSha1
+        ),
         "{:?}",
         sealed.mechanism
     );
@@ -259,7 +284,7 @@ fn round_trip_with_an_existing_rsa_key_pair() {
     let start = Instant::now();
     let back = unseal(&sealed, &UnsealOptions::default(), PIN).expect("unseal");
     println!(
-        "pkcs11 unseal (softhsm2, {} RSA-2048, incl. module load and login): {:?}",
+        "pkcs11 unseal (softhsm2, {} RSA-2048; token search, login, decrypt, logout): {:?}",
         sealed.mechanism.label(),
         start.elapsed()
     );
@@ -308,7 +333,10 @@ fn round_trip_with_an_existing_aes_key_and_refusals_of_unusable_keys() {
     }
 
     for (key, says) in [
-        ("missing", "no AES key or RSA private key labelled 'missing'"),
+        (
+            "missing",
+            "no AES key or RSA private key labelled 'missing'",
+        ),
         ("no-id", "has no CKA_ID"),
         ("no-wrap", "may not be used to wrap"),
         ("twice", "several keys labelled 'twice'"),
@@ -327,8 +355,10 @@ fn round_trip_with_an_existing_aes_key_and_refusals_of_unusable_keys() {
 
 #[test]
 fn wrong_pin_is_refused_as_a_wrong_secret() {
-    let Some(module) = in_child("wrong_pin_is_refused_as_a_wrong_secret", tokens(&["fs-pin"]))
-    else {
+    let Some(module) = in_child(
+        "wrong_pin_is_refused_as_a_wrong_secret",
+        tokens(&["fs-pin"]),
+    ) else {
         return;
     };
     let s = secret(0x44);
@@ -429,7 +459,10 @@ fn malformed_records_are_invalid() {
             &fscrypt_seal::UnsealOptions::default(),
             &mut Pins::new(PIN),
         );
-        assert!(matches!(r, Err(Error::Invalid(_))), "{field}={value}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::Invalid(_))),
+            "{field}={value}: {r:?}"
+        );
     }
     for json in [
         serde_json::json!({"kind": "pkcs11"}),
@@ -446,7 +479,10 @@ fn malformed_records_are_invalid() {
         },
     ] {
         assert!(
-            matches!(fscrypt_seal::Sealed::from_json(&json), Err(Error::Invalid(_))),
+            matches!(
+                fscrypt_seal::Sealed::from_json(&json),
+                Err(Error::Invalid(_))
+            ),
             "{json}"
         );
     }
