@@ -367,10 +367,14 @@ pub fn describe(sealed: &Sealed) -> Vec<(&'static str, String)> {
     vec![
         (
             "device",
-            format!(
-                "pkcs11 token {} (serial {})",
-                sealed.token_label, sealed.token_serial
-            ),
+            if sealed.token_serial.is_empty() {
+                format!("pkcs11 token {}", sealed.token_label)
+            } else {
+                format!(
+                    "pkcs11 token {} (serial {})",
+                    sealed.token_label, sealed.token_serial
+                )
+            },
         ),
         ("module", sealed.module.clone()),
         ("key", sealed.key_label.clone()),
@@ -945,6 +949,9 @@ mod tests {
                 ("mechanism", "aes-key-wrap".to_owned()),
             ]
         );
+        let mut no_serial = record();
+        no_serial.token_serial = String::new();
+        assert_eq!(describe(&no_serial)[0].1, "pkcs11 token tok");
     }
 
     struct NoPin;
