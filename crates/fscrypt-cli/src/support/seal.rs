@@ -71,6 +71,11 @@ pub struct SealArgs {
     /// TPM's dictionary-attack lockout).
     #[arg(long)]
     pub pin: bool,
+    /// PKCS#11: seal with this existing key on the token (its CKA_LABEL:
+    /// an AES key for key wrap, or an RSA private key for RSA-OAEP);
+    /// default: a new non-extractable AES-256 key made on the token.
+    #[arg(long, value_name = "LABEL")]
+    pub key_label: Option<String>,
     /// age: an X25519 recipient (`age1...`, from `age-keygen -y`);
     /// repeatable.
     #[arg(long, value_name = "AGE1...")]
@@ -104,8 +109,10 @@ impl SealArgs {
                 return foreign("--tcti", "tpm2");
             }
         }
-        if kind != Kind::Pkcs11 && (device.module.is_some() || device.token.is_some()) {
-            return foreign("--module and --token", "pkcs11");
+        if kind != Kind::Pkcs11
+            && (device.module.is_some() || device.token.is_some() || self.key_label.is_some())
+        {
+            return foreign("--module, --token and --key-label", "pkcs11");
         }
         if kind != Kind::Fido2 && device.device.is_some() {
             return foreign("--device", "fido2");
@@ -136,7 +143,7 @@ impl SealArgs {
                 SealOptions::Pkcs11(fscrypt_seal::pkcs11::SealOptions {
                     module: module.clone(),
                     token: token.clone(),
-                    ..Default::default()
+                    key: self.key_label.clone(),
                 })
             }
             Kind::Fido2 => SealOptions::Fido2(fscrypt_seal::fido2::SealOptions {
