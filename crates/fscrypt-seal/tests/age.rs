@@ -204,11 +204,17 @@ fn a_non_recipient_identity_is_refused_as_wrong_secret() {
     let secret = Secret::random().unwrap();
     for sealed in [
         seal_to(&[&recipient], &secret).unwrap(),
-        record(&[&recipient], &debian_encrypt(&[&recipient], secret.as_bytes())),
+        record(
+            &[&recipient],
+            &debian_encrypt(&[&recipient], secret.as_bytes()),
+        ),
     ] {
         match unseal_with(&sealed, &other) {
             Err(Error::WrongSecret(m)) => {
-                assert!(m.contains("is not one of this protector's recipients"), "{m}")
+                assert!(
+                    m.contains("is not one of this protector's recipients"),
+                    "{m}"
+                )
             }
             r => panic!("expected WrongSecret, got {r:?}"),
         }
@@ -238,7 +244,10 @@ fn bad_recipients_are_invalid() {
             Err(Error::Invalid(m)) => {
                 assert!(m.starts_with("recipient "), "{m}");
                 assert!(!m.contains(&recipient), "names only the bad one: {m}");
-                assert!(!m.contains(&secret_key[16..]), "never shows a secret key: {m}");
+                assert!(
+                    !m.contains(&secret_key[16..]),
+                    "never shows a secret key: {m}"
+                );
             }
             r => panic!("{bad}: expected Invalid, got {r:?}"),
         }
