@@ -79,7 +79,7 @@ mod soft {
 
     /// AES-256-CBC with a zero IV and no padding (PIN protocol 1).
     fn cbc(key: &[u8; 32], data: &[u8], encrypt: bool) -> Option<Vec<u8>> {
-        if data.is_empty() || data.len() % 16 != 0 {
+        if data.is_empty() || !data.len().is_multiple_of(16) {
             return None;
         }
         let mut buf = data.to_vec();
@@ -118,11 +118,15 @@ mod soft {
     }
 
     fn get(m: &[(Value, Value)], k: i64) -> Option<&Value> {
-        m.iter().find(|(key, _)| key.as_integer() == Some(k.into())).map(|(_, v)| v)
+        m.iter()
+            .find(|(key, _)| key.as_integer() == Some(k.into()))
+            .map(|(_, v)| v)
     }
 
     fn get_text<'a>(m: &'a [(Value, Value)], k: &str) -> Option<&'a Value> {
-        m.iter().find(|(key, _)| key.as_text() == Some(k)).map(|(_, v)| v)
+        m.iter()
+            .find(|(key, _)| key.as_text() == Some(k))
+            .map(|(_, v)| v)
     }
 
     fn encode(v: &Value) -> Vec<u8> {
@@ -159,7 +163,8 @@ mod soft {
 
         fn shared_secret(&self, platform: &Value) -> Option<[u8; 32]> {
             let pk = parse_cose(platform)?;
-            let z = p256::ecdh::diffie_hellman(self.key_agreement.to_nonzero_scalar(), pk.as_affine());
+            let z =
+                p256::ecdh::diffie_hellman(self.key_agreement.to_nonzero_scalar(), pk.as_affine());
             Some(Sha256::digest(z.raw_secret_bytes()).into())
         }
 
@@ -177,7 +182,12 @@ mod soft {
             p256::SecretKey::from_slice(&hmac(&self.master, &[b"key", id])).unwrap()
         }
 
-        fn check_pin_auth(&self, m: &[(Value, Value)], pin_auth_key: i64, cdh: &[u8]) -> Result<bool, u8> {
+        fn check_pin_auth(
+            &self,
+            m: &[(Value, Value)],
+            pin_auth_key: i64,
+            cdh: &[u8],
+        ) -> Result<bool, u8> {
             match get(m, pin_auth_key).and_then(Value::as_bytes) {
                 None => Ok(false),
                 Some(auth) if auth[..] == hmac(&self.pin_token, &[cdh])[..16] => Ok(true),
@@ -232,10 +242,15 @@ mod soft {
         }
 
         fn client_pin(&mut self, m: &[(Value, Value)]) -> Result<Value, u8> {
-            let sub = get(m, 2).and_then(Value::as_integer).ok_or(ERR_MISSING_PARAMETER)?;
+            let sub = get(m, 2)
+                .and_then(Value::as_integer)
+                .ok_or(ERR_MISSING_PARAMETER)?;
             match i128::from(sub) {
                 1 => Ok(Value::Map(vec![(3.into(), self.retries.into())])),
-                2 => Ok(Value::Map(vec![(1.into(), cose_key(&self.key_agreement.public_key(), -25))])),
+                2 => Ok(Value::Map(vec![(
+                    1.into(),
+                    cose_key(&self.key_agreement.public_key(), -25),
+                )])),
                 5 => {
                     let Some(pin) = self.pin.clone() else {
                         return Err(ERR_PIN_NOT_SET);
@@ -246,8 +261,12 @@ mod soft {
                     if self.failures_since_power >= 3 {
                         return Err(ERR_PIN_AUTH_BLOCKED);
                     }
-                    let shared = get(m, 3).and_then(|v| self.shared_secret(v)).ok_or(ERR_MISSING_PARAMETER)?;
-                    let enc = get(m, 6).and_then(Value::as_bytes).ok_or(ERR_MISSING_PARAMETER)?;
+                    let shared = get(m, 3)
+                        .and_then(|v| self.shared_secret(v))
+                        .ok_or(ERR_MISSING_PARAMETER)?;
+                    let enc = get(m, 6)
+                        .and_then(Value::as_bytes)
+                        .ok_or(ERR_MISSING_PARAMETER)?;
                     self.retries -= 1;
                     let given = cbc(&shared, enc, false).ok_or(ERR_PIN_INVALID)?;
                     if given[..] != Sha256::digest(pin.as_bytes())[..16] {
@@ -270,7 +289,13 @@ mod soft {
             }
         }
 
-        fn auth_data(&mut self, rp_hash: &[u8; 32], flags: u8, attested: &[u8], ext: Option<Value>) -> Vec<u8> {
+        fn auth_data(
+            &mut self,
+            rp_hash: &[u8; 32],
+            flags: u8,
+            attested: &[u8],
+            ext: Option<Value>,
+        ) -> Vec<u8> {
             self.counter += 1;
             let mut ad = rp_hash.to_vec();
             ad.push(flags | if ext.is_some() { 0x80 } else { 0 });
@@ -282,10 +307,21 @@ mod soft {
             ad
         }
 
-        fn make_credential(&mut self, touches: &AtomicU32, m: &[(Value, Value)]) -> Result<Value, u8> {
-            let cdh = get(m, 1).and_then(Value::as_bytes).ok_or(ERR_MISSING_PARAMETER)?.clone();
-            let rp = get(m, 2).and_then(Value::as_map).ok_or(ERR_MISSING_PARAMETER)?;
-            let rp_id = get_text(rp, "id").and_then(Value::as_text).ok_or(ERR_MISSING_PARAMETER)?;
+        fn make_credential(
+            &mut self,
+            touches: &AtomicU32,
+            m: &[(Value, Value)],
+        ) -> Result<Value, u8> {
+            let cdh = get(m, 1)
+                .and_then(Value::as_bytes)
+                .ok_or(ERR_MISSING_PARAMETER)?
+                .clone();
+            let rp = get(m, 2)
+                .and_then(Value::as_map)
+                .ok_or(ERR_MISSING_PARAMETER)?;
+            let rp_id = get_text(rp, "id")
+                .and_then(Value::as_text)
+                .ok_or(ERR_MISSING_PARAMETER)?;
             let rp_hash: [u8; 32] = Sha256::digest(rp_id.as_bytes()).into();
             let uv = self.check_pin_auth(m, 8, &cdh)?;
             if self.pin.is_some() && !uv {
@@ -313,14 +349,29 @@ mod soft {
             ]))
         }
 
-        fn get_assertion(&mut self, touches: &AtomicU32, m: &[(Value, Value)]) -> Result<Value, u8> {
-            let rp_id = get(m, 1).and_then(Value::as_text).ok_or(ERR_MISSING_PARAMETER)?;
+        fn get_assertion(
+            &mut self,
+            touches: &AtomicU32,
+            m: &[(Value, Value)],
+        ) -> Result<Value, u8> {
+            let rp_id = get(m, 1)
+                .and_then(Value::as_text)
+                .ok_or(ERR_MISSING_PARAMETER)?;
             let rp_hash: [u8; 32] = Sha256::digest(rp_id.as_bytes()).into();
-            let cdh = get(m, 2).and_then(Value::as_bytes).ok_or(ERR_MISSING_PARAMETER)?.clone();
-            let allow = get(m, 3).and_then(Value::as_array).ok_or(ERR_NO_CREDENTIALS)?;
+            let cdh = get(m, 2)
+                .and_then(Value::as_bytes)
+                .ok_or(ERR_MISSING_PARAMETER)?
+                .clone();
+            let allow = get(m, 3)
+                .and_then(Value::as_array)
+                .ok_or(ERR_NO_CREDENTIALS)?;
             let id = allow
                 .iter()
-                .filter_map(|c| c.as_map().and_then(|c| get_text(c, "id")).and_then(Value::as_bytes))
+                .filter_map(|c| {
+                    c.as_map()
+                        .and_then(|c| get_text(c, "id"))
+                        .and_then(Value::as_bytes)
+                })
                 .find(|id| self.owns(&rp_hash, id))
                 .ok_or(ERR_NO_CREDENTIALS)?
                 .clone();
@@ -333,13 +384,22 @@ mod soft {
             if up {
                 touches.fetch_add(1, Ordering::SeqCst);
             }
-            let ext = match get(m, 4).and_then(Value::as_map).and_then(|e| get_text(e, "hmac-secret")) {
+            let ext = match get(m, 4)
+                .and_then(Value::as_map)
+                .and_then(|e| get_text(e, "hmac-secret"))
+            {
                 None => None,
                 Some(hs) => {
                     let hs = hs.as_map().ok_or(ERR_INVALID_CBOR)?;
-                    let shared = get(hs, 1).and_then(|v| self.shared_secret(v)).ok_or(ERR_MISSING_PARAMETER)?;
-                    let salt_enc = get(hs, 2).and_then(Value::as_bytes).ok_or(ERR_MISSING_PARAMETER)?;
-                    let salt_auth = get(hs, 3).and_then(Value::as_bytes).ok_or(ERR_MISSING_PARAMETER)?;
+                    let shared = get(hs, 1)
+                        .and_then(|v| self.shared_secret(v))
+                        .ok_or(ERR_MISSING_PARAMETER)?;
+                    let salt_enc = get(hs, 2)
+                        .and_then(Value::as_bytes)
+                        .ok_or(ERR_MISSING_PARAMETER)?;
+                    let salt_auth = get(hs, 3)
+                        .and_then(Value::as_bytes)
+                        .ok_or(ERR_MISSING_PARAMETER)?;
                     if salt_auth[..] != hmac(&shared, &[salt_enc])[..16] {
                         return Err(ERR_PIN_AUTH_INVALID);
                     }
@@ -347,9 +407,16 @@ mod soft {
                     if salts.len() != 32 && salts.len() != 64 {
                         return Err(ERR_INVALID_CBOR);
                     }
-                    let label: &[u8] = if uv { b"CredRandomWithUV" } else { b"CredRandomWithoutUV" };
+                    let label: &[u8] = if uv {
+                        b"CredRandomWithUV"
+                    } else {
+                        b"CredRandomWithoutUV"
+                    };
                     let cred_random = hmac(&self.master, &[label, &id]);
-                    let out: Vec<u8> = salts.chunks(32).flat_map(|s| hmac(&cred_random, &[s])).collect();
+                    let out: Vec<u8> = salts
+                        .chunks(32)
+                        .flat_map(|s| hmac(&cred_random, &[s]))
+                        .collect();
                     let enc = cbc(&shared, &out, true).unwrap();
                     Some(Value::Map(vec![("hmac-secret".into(), Value::Bytes(enc))]))
                 }
@@ -361,7 +428,10 @@ mod soft {
             Ok(Value::Map(vec![
                 (
                     1.into(),
-                    Value::Map(vec![("id".into(), Value::Bytes(id)), ("type".into(), "public-key".into())]),
+                    Value::Map(vec![
+                        ("id".into(), Value::Bytes(id)),
+                        ("type".into(), "public-key".into()),
+                    ]),
                 ),
                 (2.into(), Value::Bytes(auth_data)),
                 (3.into(), Value::Bytes(sig.to_der().as_bytes().to_vec())),
@@ -465,7 +535,13 @@ impl SoftKey {
                 }
             })
         };
-        SoftKey { _dir: dir, socket, stop, touches, thread: Some(thread) }
+        SoftKey {
+            _dir: dir,
+            socket,
+            stop,
+            touches,
+            thread: Some(thread),
+        }
     }
 
     /// The device option that reaches it.
@@ -474,11 +550,15 @@ impl SoftKey {
     }
 
     fn seal_options(&self) -> SealOptions {
-        SealOptions { device: Some(self.device()) }
+        SealOptions {
+            device: Some(self.device()),
+        }
     }
 
     fn unseal_options(&self) -> UnsealOptions {
-        UnsealOptions { device: Some(self.device()) }
+        UnsealOptions {
+            device: Some(self.device()),
+        }
     }
 
     fn touches(&self) -> u32 {
@@ -506,7 +586,10 @@ struct Ui {
 
 impl Ui {
     fn with_pins(pins: &[&'static str]) -> Ui {
-        Ui { pins: pins.iter().copied().collect(), ..Ui::default() }
+        Ui {
+            pins: pins.iter().copied().collect(),
+            ..Ui::default()
+        }
     }
 }
 
@@ -529,7 +612,10 @@ fn libfido2_missing() -> bool {
         && !std::path::Path::new("/usr/lib/libfido2.so.1").exists()
         && !std::path::Path::new("/usr/lib64/libfido2.so.1").exists();
     if missing {
-        test_support::skip::skip("fido2", "libfido2.so.1 is not installed (apt install libfido2-1)");
+        test_support::skip::skip(
+            "fido2",
+            "libfido2.so.1 is not installed (apt install libfido2-1)",
+        );
     }
     missing
 }
@@ -549,26 +635,44 @@ fn round_trip_without_pin() {
     let sealed = fido2::seal(&key.seal_options(), &s, &mut ui).unwrap();
     assert!(!sealed.pin);
     assert!(ui.asked.is_empty(), "no PIN is asked of a key without one");
-    assert_eq!(key.touches(), 2, "makeCredential and getAssertion each want a touch");
-    assert_eq!(ui.notices.len(), 2, "each touch is announced: {:?}", ui.notices);
+    assert_eq!(
+        key.touches(),
+        2,
+        "makeCredential and getAssertion each want a touch"
+    );
+    assert_eq!(
+        ui.notices.len(),
+        2,
+        "each touch is announced: {:?}",
+        ui.notices
+    );
     assert_eq!(sealed.salt.len(), 64);
     assert_eq!(sealed.nonce.len(), 48);
     assert_eq!(sealed.wrapped.len(), 96);
     // Nothing secret in the record: the secret's hex appears nowhere.
-    let json = fscrypt_seal::Sealed::Fido2(sealed.clone()).to_json().to_string();
+    let json = fscrypt_seal::Sealed::Fido2(sealed.clone())
+        .to_json()
+        .to_string();
     assert!(!json.contains(&hex::encode(s.as_bytes())));
 
     let mut ui = Ui::default();
     let t = Instant::now();
     let back = fido2::unseal(&sealed, &key.unseal_options(), &mut ui).unwrap();
-    eprintln!("fido2 unseal against the software key over libfido2: {:?}", t.elapsed());
+    eprintln!(
+        "fido2 unseal against the software key over libfido2: {:?}",
+        t.elapsed()
+    );
     assert_eq!(back.as_bytes(), s.as_bytes());
     assert_eq!(key.touches(), 3);
     assert_eq!(ui.notices.len(), 1);
 
     // Through the crate's dispatch and the JSON form too.
-    let record = fscrypt_seal::Sealed::from_json(&fscrypt_seal::Sealed::Fido2(sealed).to_json()).unwrap();
-    let opts = fscrypt_seal::UnsealOptions { fido2: key.unseal_options(), ..Default::default() };
+    let record =
+        fscrypt_seal::Sealed::from_json(&fscrypt_seal::Sealed::Fido2(sealed).to_json()).unwrap();
+    let opts = fscrypt_seal::UnsealOptions {
+        fido2: key.unseal_options(),
+        ..Default::default()
+    };
     let back = fscrypt_seal::unseal(&record, &opts, &mut Ui::default()).unwrap();
     assert_eq!(back.as_bytes(), s.as_bytes());
     let d = record.describe();
@@ -602,12 +706,22 @@ fn wrong_pin_is_refused_with_tries_left() {
     let key = SoftKey::start(Some("4321"));
     let s = secret();
     let sealed = fido2::seal(&key.seal_options(), &s, &mut Ui::with_pins(&["4321"])).unwrap();
-    let err = fido2::unseal(&sealed, &key.unseal_options(), &mut Ui::with_pins(&["0000"])).unwrap_err();
+    let err = fido2::unseal(
+        &sealed,
+        &key.unseal_options(),
+        &mut Ui::with_pins(&["0000"]),
+    )
+    .unwrap_err();
     assert!(err.is_wrong_secret(), "{err:?}");
     assert!(err.to_string().contains("7 tries left"), "{err}");
     assert!(!err.to_string().contains("0000"));
     // The right PIN still opens it (and resets the count).
-    let back = fido2::unseal(&sealed, &key.unseal_options(), &mut Ui::with_pins(&["4321"])).unwrap();
+    let back = fido2::unseal(
+        &sealed,
+        &key.unseal_options(),
+        &mut Ui::with_pins(&["4321"]),
+    )
+    .unwrap();
     assert_eq!(back.as_bytes(), s.as_bytes());
 }
 
@@ -617,7 +731,12 @@ fn wrong_pin_when_sealing_is_refused() {
         return;
     }
     let key = SoftKey::start(Some("4321"));
-    let err = fido2::seal(&key.seal_options(), &secret(), &mut Ui::with_pins(&["1111"])).unwrap_err();
+    let err = fido2::seal(
+        &key.seal_options(),
+        &secret(),
+        &mut Ui::with_pins(&["1111"]),
+    )
+    .unwrap_err();
     assert!(err.is_wrong_secret(), "{err:?}");
 }
 
@@ -685,17 +804,73 @@ fn malformed_records_are_invalid() {
         wrapped: "33".repeat(48),
     };
     let cases: Vec<(&str, fido2::Sealed)> = vec![
-        ("salt not hex", fido2::Sealed { salt: "zz".repeat(32), ..good.clone() }),
-        ("short salt", fido2::Sealed { salt: "11".repeat(31), ..good.clone() }),
-        ("long nonce", fido2::Sealed { nonce: "22".repeat(25), ..good.clone() }),
-        ("short wrapped", fido2::Sealed { wrapped: "33".repeat(32), ..good.clone() }),
-        ("empty credential", fido2::Sealed { credential_id: String::new(), ..good.clone() }),
-        ("huge credential", fido2::Sealed { credential_id: "00".repeat(2000), ..good.clone() }),
-        ("odd hex", fido2::Sealed { credential_id: "abc".into(), ..good.clone() }),
-        ("empty rp", fido2::Sealed { rp_id: String::new(), ..good.clone() }),
-        ("NUL in rp", fido2::Sealed { rp_id: "a\0b".into(), ..good.clone() }),
+        (
+            "salt not hex",
+            fido2::Sealed {
+                salt: "zz".repeat(32),
+                ..good.clone()
+            },
+        ),
+        (
+            "short salt",
+            fido2::Sealed {
+                salt: "11".repeat(31),
+                ..good.clone()
+            },
+        ),
+        (
+            "long nonce",
+            fido2::Sealed {
+                nonce: "22".repeat(25),
+                ..good.clone()
+            },
+        ),
+        (
+            "short wrapped",
+            fido2::Sealed {
+                wrapped: "33".repeat(32),
+                ..good.clone()
+            },
+        ),
+        (
+            "empty credential",
+            fido2::Sealed {
+                credential_id: String::new(),
+                ..good.clone()
+            },
+        ),
+        (
+            "huge credential",
+            fido2::Sealed {
+                credential_id: "00".repeat(2000),
+                ..good.clone()
+            },
+        ),
+        (
+            "odd hex",
+            fido2::Sealed {
+                credential_id: "abc".into(),
+                ..good.clone()
+            },
+        ),
+        (
+            "empty rp",
+            fido2::Sealed {
+                rp_id: String::new(),
+                ..good.clone()
+            },
+        ),
+        (
+            "NUL in rp",
+            fido2::Sealed {
+                rp_id: "a\0b".into(),
+                ..good.clone()
+            },
+        ),
     ];
-    let opts = UnsealOptions { device: Some("unix:/nonexistent/fscrypt-rs-test.sock".into()) };
+    let opts = UnsealOptions {
+        device: Some("unix:/nonexistent/fscrypt-rs-test.sock".into()),
+    };
     for (what, rec) in cases {
         let err = fido2::unseal(&rec, &opts, &mut Ui::default()).unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{what}: {err:?}");
@@ -703,10 +878,16 @@ fn malformed_records_are_invalid() {
     // Unknown or missing fields in the stored JSON.
     let mut json = fscrypt_seal::Sealed::Fido2(good.clone()).to_json();
     json["extra"] = serde_json_value("1");
-    assert!(matches!(fscrypt_seal::Sealed::from_json(&json), Err(Error::Invalid(_))));
+    assert!(matches!(
+        fscrypt_seal::Sealed::from_json(&json),
+        Err(Error::Invalid(_))
+    ));
     let mut json = fscrypt_seal::Sealed::Fido2(good).to_json();
     json.as_object_mut().unwrap().remove("salt");
-    assert!(matches!(fscrypt_seal::Sealed::from_json(&json), Err(Error::Invalid(_))));
+    assert!(matches!(
+        fscrypt_seal::Sealed::from_json(&json),
+        Err(Error::Invalid(_))
+    ));
 }
 
 fn serde_json_value(s: &str) -> serde_json::Value {
@@ -719,7 +900,9 @@ fn unreachable_device_is_a_device_error() {
         return;
     }
     let dir = TempDir::new("fido2-nokey");
-    let opts = SealOptions { device: Some(format!("unix:{}", dir.join("none.sock").display()).into()) };
+    let opts = SealOptions {
+        device: Some(format!("unix:{}", dir.join("none.sock").display()).into()),
+    };
     let err = fido2::seal(&opts, &secret(), &mut Ui::default()).unwrap_err();
     assert!(matches!(err, Error::Device(_)), "{err:?}");
 }
@@ -728,7 +911,10 @@ fn unreachable_device_is_a_device_error() {
 #[test]
 fn real_key_round_trip() {
     let Some(dev) = std::env::var_os("FSCRYPT_RS_FIDO2_DEVICE") else {
-        test_support::skip::skip("real_key_round_trip", "set FSCRYPT_RS_FIDO2_DEVICE=/dev/hidrawN to use a real key");
+        test_support::skip::skip(
+            "real_key_round_trip",
+            "set FSCRYPT_RS_FIDO2_DEVICE=/dev/hidrawN to use a real key",
+        );
         return;
     };
     if libfido2_missing() {
@@ -737,7 +923,9 @@ fn real_key_round_trip() {
     struct RealUi(Option<Zeroizing<String>>);
     impl Interaction for RealUi {
         fn pin(&mut self, _what: &str, _confirm: bool) -> Result<Zeroizing<String>, Error> {
-            self.0.clone().ok_or_else(|| Error::Io("the key has a PIN: set FSCRYPT_RS_FIDO2_PIN_FILE".into()))
+            self.0
+                .clone()
+                .ok_or_else(|| Error::Io("the key has a PIN: set FSCRYPT_RS_FIDO2_PIN_FILE".into()))
         }
         fn notice(&mut self, message: &str) {
             eprintln!("{message}");
@@ -747,9 +935,86 @@ fn real_key_round_trip() {
         .map(|f| Zeroizing::new(std::fs::read_to_string(f).unwrap().trim_end().to_string()));
     let mut ui = RealUi(pin);
     let s = secret();
-    let sealed = fido2::seal(&SealOptions { device: Some(dev.clone().into()) }, &s, &mut ui).unwrap();
+    let sealed = fido2::seal(
+        &SealOptions {
+            device: Some(dev.clone().into()),
+        },
+        &s,
+        &mut ui,
+    )
+    .unwrap();
     let t = Instant::now();
-    let back = fido2::unseal(&sealed, &UnsealOptions { device: Some(dev.into()) }, &mut ui).unwrap();
-    eprintln!("fido2 unseal with the real key (touch included): {:?}", t.elapsed());
+    let back = fido2::unseal(
+        &sealed,
+        &UnsealOptions {
+            device: Some(dev.into()),
+        },
+        &mut ui,
+    )
+    .unwrap();
+    eprintln!(
+        "fido2 unseal with the real key (touch included): {:?}",
+        t.elapsed()
+    );
     assert_eq!(back.as_bytes(), s.as_bytes());
+}
+
+#[test]
+fn three_wrong_pins_lock_until_replugged() {
+    if libfido2_missing() {
+        return;
+    }
+    let key = SoftKey::start(Some("4321"));
+    let sealed = fido2::seal(
+        &key.seal_options(),
+        &secret(),
+        &mut Ui::with_pins(&["4321"]),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let err = fido2::unseal(
+            &sealed,
+            &key.unseal_options(),
+            &mut Ui::with_pins(&["0000"]),
+        )
+        .unwrap_err();
+        assert!(err.is_wrong_secret(), "{err:?}");
+    }
+    let err = fido2::unseal(
+        &sealed,
+        &key.unseal_options(),
+        &mut Ui::with_pins(&["0000"]),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Device(_)), "{err:?}");
+    assert!(err.to_string().contains("unplug"), "{err}");
+    // Even the right PIN is refused until then.
+    let err = fido2::unseal(
+        &sealed,
+        &key.unseal_options(),
+        &mut Ui::with_pins(&["4321"]),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Device(_)), "{err:?}");
+}
+
+#[test]
+fn a_pin_protector_on_a_key_without_pin_is_refused() {
+    if libfido2_missing() {
+        return;
+    }
+    let (with_pin, without) = (SoftKey::start(Some("4321")), SoftKey::start(None));
+    let sealed = fido2::seal(
+        &with_pin.seal_options(),
+        &secret(),
+        &mut Ui::with_pins(&["4321"]),
+    )
+    .unwrap();
+    let mut ui = Ui::default();
+    let err = fido2::unseal(&sealed, &without.unseal_options(), &mut ui).unwrap_err();
+    assert!(err.is_wrong_secret(), "{err:?}");
+    assert!(
+        ui.asked.is_empty(),
+        "no PIN is asked of a key that has none"
+    );
 }

@@ -234,7 +234,11 @@ impl Dev {
         if ptr.is_null() {
             return Err(Error::Device("fido_dev_new failed (out of memory)".into()));
         }
-        let dev = Dev { lib, ptr, open: false };
+        let dev = Dev {
+            lib,
+            ptr,
+            open: false,
+        };
         if let Some(io) = io {
             // SAFETY: a live device, not yet open; `io` is 'static.
             let r = unsafe { (lib.fido_dev_set_io_functions)(ptr, io) };
@@ -290,7 +294,10 @@ impl Dev {
         if r == FIDO_OK {
             // SAFETY: the info object owns `len` string pointers.
             let (ptr, len) = unsafe {
-                ((lib.fido_cbor_info_extensions_ptr)(info), (lib.fido_cbor_info_extensions_len)(info))
+                (
+                    (lib.fido_cbor_info_extensions_ptr)(info),
+                    (lib.fido_cbor_info_extensions_len)(info),
+                )
             };
             for i in 0..len {
                 // SAFETY: i < len, and the array lives with `info`.
@@ -308,7 +315,11 @@ impl Dev {
     pub fn make_cred(&self, cred: &Cred, pin: Option<&CStr>) -> c_int {
         // SAFETY: a live open device, a live credential, a NUL-terminated PIN or NULL.
         unsafe {
-            (self.lib.fido_dev_make_cred)(self.ptr, cred.ptr, pin.map_or(std::ptr::null(), CStr::as_ptr))
+            (self.lib.fido_dev_make_cred)(
+                self.ptr,
+                cred.ptr,
+                pin.map_or(std::ptr::null(), CStr::as_ptr),
+            )
         }
     }
 
@@ -316,7 +327,11 @@ impl Dev {
     pub fn get_assert(&self, assert: &Assert, pin: Option<&CStr>) -> c_int {
         // SAFETY: a live open device, a live assertion, a NUL-terminated PIN or NULL.
         unsafe {
-            (self.lib.fido_dev_get_assert)(self.ptr, assert.ptr, pin.map_or(std::ptr::null(), CStr::as_ptr))
+            (self.lib.fido_dev_get_assert)(
+                self.ptr,
+                assert.ptr,
+                pin.map_or(std::ptr::null(), CStr::as_ptr),
+            )
         }
     }
 }
@@ -342,7 +357,12 @@ pub struct Cred {
 impl Cred {
     /// A non-resident ES256 credential request for `rp_id` and the user
     /// handle `user_id`, with the hmac-secret extension.
-    pub fn new(lib: &'static Lib, rp_id: &CStr, user_id: &[u8], cdh: &[u8; 32]) -> Result<Cred, Error> {
+    pub fn new(
+        lib: &'static Lib,
+        rp_id: &CStr,
+        user_id: &[u8],
+        cdh: &[u8; 32],
+    ) -> Result<Cred, Error> {
         // SAFETY: no preconditions; NULL on allocation failure.
         let ptr = unsafe { (lib.fido_cred_new)() };
         if ptr.is_null() {
@@ -352,16 +372,43 @@ impl Cred {
         // SAFETY: a live credential; every pointer is valid for its length
         // and every string NUL-terminated; libfido2 copies them all.
         unsafe {
-            check(lib, (lib.fido_cred_set_type)(ptr, COSE_ES256), "fido_cred_set_type")?;
-            check(lib, (lib.fido_cred_set_clientdata_hash)(ptr, cdh.as_ptr(), cdh.len()), "fido_cred_set_clientdata_hash")?;
-            check(lib, (lib.fido_cred_set_rp)(ptr, rp_id.as_ptr(), rp_id.as_ptr()), "fido_cred_set_rp")?;
             check(
                 lib,
-                (lib.fido_cred_set_user)(ptr, user_id.as_ptr(), user_id.len(), c"fscrypt-rs".as_ptr(), c"fscrypt-rs protector".as_ptr(), std::ptr::null()),
+                (lib.fido_cred_set_type)(ptr, COSE_ES256),
+                "fido_cred_set_type",
+            )?;
+            check(
+                lib,
+                (lib.fido_cred_set_clientdata_hash)(ptr, cdh.as_ptr(), cdh.len()),
+                "fido_cred_set_clientdata_hash",
+            )?;
+            check(
+                lib,
+                (lib.fido_cred_set_rp)(ptr, rp_id.as_ptr(), rp_id.as_ptr()),
+                "fido_cred_set_rp",
+            )?;
+            check(
+                lib,
+                (lib.fido_cred_set_user)(
+                    ptr,
+                    user_id.as_ptr(),
+                    user_id.len(),
+                    c"fscrypt-rs".as_ptr(),
+                    c"fscrypt-rs protector".as_ptr(),
+                    std::ptr::null(),
+                ),
                 "fido_cred_set_user",
             )?;
-            check(lib, (lib.fido_cred_set_extensions)(ptr, FIDO_EXT_HMAC_SECRET), "fido_cred_set_extensions")?;
-            check(lib, (lib.fido_cred_set_rk)(ptr, FIDO_OPT_FALSE), "fido_cred_set_rk")?;
+            check(
+                lib,
+                (lib.fido_cred_set_extensions)(ptr, FIDO_EXT_HMAC_SECRET),
+                "fido_cred_set_extensions",
+            )?;
+            check(
+                lib,
+                (lib.fido_cred_set_rk)(ptr, FIDO_OPT_FALSE),
+                "fido_cred_set_rk",
+            )?;
         }
         Ok(cred)
     }
@@ -370,8 +417,15 @@ impl Cred {
     pub fn id(&self) -> Vec<u8> {
         // SAFETY: the pointer and length describe one buffer owned by the credential.
         unsafe {
-            let (p, n) = ((self.lib.fido_cred_id_ptr)(self.ptr), (self.lib.fido_cred_id_len)(self.ptr));
-            if p.is_null() { Vec::new() } else { std::slice::from_raw_parts(p, n).to_vec() }
+            let (p, n) = (
+                (self.lib.fido_cred_id_ptr)(self.ptr),
+                (self.lib.fido_cred_id_len)(self.ptr),
+            );
+            if p.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(p, n).to_vec()
+            }
         }
     }
 }
@@ -404,21 +458,51 @@ impl Assert {
         // SAFETY: no preconditions; NULL on allocation failure.
         let ptr = unsafe { (lib.fido_assert_new)() };
         if ptr.is_null() {
-            return Err(Error::Device("fido_assert_new failed (out of memory)".into()));
+            return Err(Error::Device(
+                "fido_assert_new failed (out of memory)".into(),
+            ));
         }
         let assert = Assert { lib, ptr };
         // SAFETY: a live assertion; every pointer valid for its length,
         // strings NUL-terminated; libfido2 copies them.
         unsafe {
-            check(lib, (lib.fido_assert_set_rp)(ptr, rp_id.as_ptr()), "fido_assert_set_rp")?;
-            check(lib, (lib.fido_assert_set_clientdata_hash)(ptr, cdh.as_ptr(), cdh.len()), "fido_assert_set_clientdata_hash")?;
-            check(lib, (lib.fido_assert_allow_cred)(ptr, cred_id.as_ptr(), cred_id.len()), "fido_assert_allow_cred")?;
+            check(
+                lib,
+                (lib.fido_assert_set_rp)(ptr, rp_id.as_ptr()),
+                "fido_assert_set_rp",
+            )?;
+            check(
+                lib,
+                (lib.fido_assert_set_clientdata_hash)(ptr, cdh.as_ptr(), cdh.len()),
+                "fido_assert_set_clientdata_hash",
+            )?;
+            check(
+                lib,
+                (lib.fido_assert_allow_cred)(ptr, cred_id.as_ptr(), cred_id.len()),
+                "fido_assert_allow_cred",
+            )?;
             if let Some(salt) = salt {
-                check(lib, (lib.fido_assert_set_extensions)(ptr, FIDO_EXT_HMAC_SECRET), "fido_assert_set_extensions")?;
-                check(lib, (lib.fido_assert_set_hmac_salt)(ptr, salt.as_ptr(), salt.len()), "fido_assert_set_hmac_salt")?;
+                check(
+                    lib,
+                    (lib.fido_assert_set_extensions)(ptr, FIDO_EXT_HMAC_SECRET),
+                    "fido_assert_set_extensions",
+                )?;
+                check(
+                    lib,
+                    (lib.fido_assert_set_hmac_salt)(ptr, salt.as_ptr(), salt.len()),
+                    "fido_assert_set_hmac_salt",
+                )?;
             }
-            check(lib, (lib.fido_assert_set_up)(ptr, if up { FIDO_OPT_TRUE } else { FIDO_OPT_FALSE }), "fido_assert_set_up")?;
-            check(lib, (lib.fido_assert_set_uv)(ptr, FIDO_OPT_OMIT), "fido_assert_set_uv")?;
+            check(
+                lib,
+                (lib.fido_assert_set_up)(ptr, if up { FIDO_OPT_TRUE } else { FIDO_OPT_FALSE }),
+                "fido_assert_set_up",
+            )?;
+            check(
+                lib,
+                (lib.fido_assert_set_uv)(ptr, FIDO_OPT_OMIT),
+                "fido_assert_set_uv",
+            )?;
         }
         Ok(assert)
     }
@@ -431,11 +515,16 @@ impl Assert {
             if (self.lib.fido_assert_count)(self.ptr) < 1 {
                 return None;
             }
-            let (p, n) = ((self.lib.fido_assert_hmac_secret_ptr)(self.ptr, 0), (self.lib.fido_assert_hmac_secret_len)(self.ptr, 0));
+            let (p, n) = (
+                (self.lib.fido_assert_hmac_secret_ptr)(self.ptr, 0),
+                (self.lib.fido_assert_hmac_secret_len)(self.ptr, 0),
+            );
             if p.is_null() || n == 0 {
                 return None;
             }
-            Some(zeroize::Zeroizing::new(std::slice::from_raw_parts(p, n).to_vec()))
+            Some(zeroize::Zeroizing::new(
+                std::slice::from_raw_parts(p, n).to_vec(),
+            ))
         }
     }
 }
@@ -462,7 +551,9 @@ pub fn manifest(lib: &'static Lib) -> Result<Vec<DevInfo>, Error> {
     // SAFETY: no preconditions; NULL on allocation failure.
     let mut list = unsafe { (lib.fido_dev_info_new)(MAX) };
     if list.is_null() {
-        return Err(Error::Device("fido_dev_info_new failed (out of memory)".into()));
+        return Err(Error::Device(
+            "fido_dev_info_new failed (out of memory)".into(),
+        ));
     }
     let mut n = 0usize;
     // SAFETY: a live list of MAX entries and a valid out pointer.
@@ -480,7 +571,12 @@ pub fn manifest(lib: &'static Lib) -> Result<Vec<DevInfo>, Error> {
                 )
             };
             if let Some(path) = path {
-                let product = [maker, product].into_iter().flatten().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ");
+                let product = [maker, product]
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 out.push(DevInfo { path, product });
             }
         }

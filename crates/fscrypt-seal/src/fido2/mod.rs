@@ -50,7 +50,7 @@
 mod ffi;
 pub mod unix;
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -122,9 +122,13 @@ struct Parts {
 }
 
 fn hex_field<const N: usize>(name: &str, value: &str) -> Result<[u8; N], Error> {
-    let bytes = hex::decode(value).map_err(|_| Error::Invalid(format!("the fido2 record's {name} is not hex")))?;
+    let bytes = hex::decode(value)
+        .map_err(|_| Error::Invalid(format!("the fido2 record's {name} is not hex")))?;
     bytes.try_into().map_err(|b: Vec<u8>| {
-        Error::Invalid(format!("the fido2 record's {name} has {} bytes, not {N}", b.len()))
+        Error::Invalid(format!(
+            "the fido2 record's {name} has {} bytes, not {N}",
+            b.len()
+        ))
     })
 }
 
@@ -132,7 +136,9 @@ impl Sealed {
     /// Decodes and checks every field.
     fn parts(&self) -> Result<Parts, Error> {
         if self.rp_id.is_empty() || self.rp_id.len() > 255 || self.rp_id.contains('\0') {
-            return Err(Error::Invalid("the fido2 record's rp_id is empty, too long or has a NUL byte".into()));
+            return Err(Error::Invalid(
+                "the fido2 record's rp_id is empty, too long or has a NUL byte".into(),
+            ));
         }
         let credential_id = hex::decode(&self.credential_id)
             .map_err(|_| Error::Invalid("the fido2 record's credential_id is not hex".into()))?;
@@ -153,7 +159,12 @@ impl Sealed {
 }
 
 /// The associated data that binds the record's fields (module doc, step 3).
-fn associated_data(rp_id: &str, credential_id: &[u8], salt: &[u8; SALT_SIZE], pin: bool) -> Vec<u8> {
+fn associated_data(
+    rp_id: &str,
+    credential_id: &[u8],
+    salt: &[u8; SALT_SIZE],
+    pin: bool,
+) -> Vec<u8> {
     let mut ad = Vec::with_capacity(LABEL.len() + rp_id.len() + credential_id.len() + 40);
     ad.extend_from_slice(LABEL);
     ad.push(0);
@@ -178,12 +189,14 @@ fn wrap_key(output: &[u8]) -> Result<Zeroizing<[u8; 32]>, Error> {
 
 fn random<const N: usize>() -> Result<[u8; N], Error> {
     let mut b = [0u8; N];
-    fscrypt_crypto::random_bytes(&mut b).map_err(|e| Error::Device(format!("no random bytes: {e}")))?;
+    fscrypt_crypto::random_bytes(&mut b)
+        .map_err(|e| Error::Device(format!("no random bytes: {e}")))?;
     Ok(b)
 }
 
 /// An opened authenticator and what it is called.
 struct Opened {
+    lib: &'static ffi::Lib,
     dev: Dev,
     name: String,
 }
@@ -206,29 +219,51 @@ fn open_path(lib: &'static ffi::Lib, path: &str, name: &str) -> Result<Opened, E
             "{path} is a U2F-only key; FIDO2 protectors need a FIDO2 key with hmac-secret"
         )));
     }
-    Ok(Opened { dev, name: name.to_string() })
+    Ok(Opened {
+        lib,
+        dev,
+        name: name.to_string(),
+    })
 }
 
 fn device_str(p: &std::path::Path) -> Result<&str, Error> {
-    p.to_str().ok_or_else(|| Error::Invalid(format!("the device path {} is not UTF-8", p.display())))
+    p.to_str()
+        .ok_or_else(|| Error::Invalid(format!("the device path {} is not UTF-8", p.display())))
+}
+
+/// A PIN as libfido2 takes it: UTF-8 and a final NUL, zeroed on drop.
+struct Pin(Zeroizing<Vec<u8>>);
+
+impl Pin {
+    fn as_cstr(&self) -> &CStr {
+        // `ask_pin` checked there is no NUL before the final one.
+        CStr::from_bytes_with_nul(&self.0).unwrap_or(c"")
+    }
 }
 
 /// The PIN from `ui` if the key has one set.
-fn pin_if_set(opened: &Opened, ui: &mut dyn Interaction) -> Result<Option<CString>, Error> {
+fn pin_if_set(opened: &Opened, ui: &mut dyn Interaction) -> Result<Option<Pin>, Error> {
     if !opened.dev.has_pin() {
         return Ok(None);
     }
     ask_pin(opened, ui).map(Some)
 }
 
-fn ask_pin(opened: &Opened, ui: &mut dyn Interaction) -> Result<CString, Error> {
+/// Asks `ui` for the key's PIN.
+fn ask_pin(opened: &Opened, ui: &mut dyn Interaction) -> Result<Pin, Error> {
     let pin = ui.pin(&format!("PIN of FIDO2 key '{}'", opened.name), false)?;
-    CString::new(pin.as_bytes()).map_err(|_| Error::Invalid("a PIN cannot contain a NUL byte".into()))
+    if pin.as_bytes().contains(&0) {
+        return Err(Error::Invalid("a PIN cannot contain a NUL byte".into()));
+    }
+    let mut bytes = Zeroizing::new(Vec::with_capacity(pin.len() + 1));
+    bytes.extend_from_slice(pin.as_bytes());
+    bytes.push(0);
+    Ok(Pin(bytes))
 }
 
 /// Maps a libfido2 error of make_cred/get_assert to our kinds.
 fn op_error(opened: &Opened, r: std::ffi::c_int, what: &str) -> Error {
-    let lib = opened.dev_lib();
+    let lib = opened.lib;
     let name = &opened.name;
     match r {
         ffi::FIDO_ERR_PIN_INVALID => {
@@ -253,42 +288,48 @@ fn op_error(opened: &Opened, r: std::ffi::c_int, what: &str) -> Error {
         ffi::FIDO_ERR_NO_CREDENTIALS => Error::WrongSecret(format!(
             "FIDO2 key '{name}' does not hold this protector's credential: use the key it was added with"
         )),
-        ffi::FIDO_ERR_USER_ACTION_TIMEOUT | ffi::FIDO_ERR_ACTION_TIMEOUT => {
-            Error::Device(format!("FIDO2 key '{name}' was not touched in time: try again and touch it"))
+        ffi::FIDO_ERR_USER_ACTION_TIMEOUT | ffi::FIDO_ERR_ACTION_TIMEOUT => Error::Device(format!(
+            "FIDO2 key '{name}' was not touched in time: try again and touch it"
+        )),
+        ffi::FIDO_ERR_OPERATION_DENIED => {
+            Error::Device(format!("FIDO2 key '{name}' refused the {what}"))
         }
-        ffi::FIDO_ERR_OPERATION_DENIED => Error::Device(format!("FIDO2 key '{name}' refused the {what}")),
         ffi::FIDO_ERR_UNSUPPORTED_EXTENSION => Error::Device(format!(
             "FIDO2 key '{name}' has no hmac-secret extension: use another key"
         )),
-        _ => Error::Device(format!("FIDO2 {what} with key '{name}' failed: {}", ffi::strerr(lib, r))),
+        _ => Error::Device(format!(
+            "FIDO2 {what} with key '{name}' failed: {}",
+            ffi::strerr(lib, r)
+        )),
     }
 }
 
 impl Opened {
-    fn dev_lib(&self) -> &'static ffi::Lib {
-        // The library is loaded before any device is made.
-        ffi::lib().unwrap_or_else(|_| unreachable!("a device exists, so libfido2 is loaded"))
-    }
-
     /// One hmac-secret assertion (step 2), with a touch.
     fn hmac_secret(
         &self,
         rp_id: &CString,
         credential_id: &[u8],
         salt: &[u8; SALT_SIZE],
-        pin: Option<&CString>,
+        pin: Option<&Pin>,
         ui: &mut dyn Interaction,
     ) -> Result<Zeroizing<Vec<u8>>, Error> {
-        let lib = self.dev_lib();
+        let lib = self.lib;
         let cdh: [u8; 32] = random()?;
         let assert = Assert::new(lib, rp_id, credential_id, &cdh, Some(salt), true)?;
-        ui.notice(&format!("Touch your FIDO2 security key '{}' now", self.name));
-        let r = self.dev.get_assert(&assert, pin.map(CString::as_c_str));
+        ui.notice(&format!(
+            "Touch your FIDO2 security key '{}' now",
+            self.name
+        ));
+        let r = self.dev.get_assert(&assert, pin.map(Pin::as_cstr));
         if r != ffi::FIDO_OK {
             return Err(op_error(self, r, "assertion"));
         }
         let out = assert.hmac_secret().ok_or_else(|| {
-            Error::Device(format!("FIDO2 key '{}' returned no hmac-secret output", self.name))
+            Error::Device(format!(
+                "FIDO2 key '{}' returned no hmac-secret output",
+                self.name
+            ))
         })?;
         if out.len() != 32 {
             return Err(Error::Device(format!(
@@ -303,8 +344,10 @@ impl Opened {
     /// Whether this key holds `credential_id` (an assertion without user
     /// presence, no touch, no PIN).
     fn holds(&self, rp_id: &CString, credential_id: &[u8]) -> bool {
-        let lib = self.dev_lib();
-        let Ok(cdh) = random::<32>() else { return false };
+        let lib = self.lib;
+        let Ok(cdh) = random::<32>() else {
+            return false;
+        };
         let Ok(assert) = Assert::new(lib, rp_id, credential_id, &cdh, None, false) else {
             return false;
         };
@@ -313,7 +356,10 @@ impl Opened {
 }
 
 /// Opens the device to seal to: the option's, or the only one present.
-fn open_for_seal(lib: &'static ffi::Lib, device: Option<&std::path::Path>) -> Result<Opened, Error> {
+fn open_for_seal(
+    lib: &'static ffi::Lib,
+    device: Option<&std::path::Path>,
+) -> Result<Opened, Error> {
     if let Some(p) = device {
         let path = device_str(p)?;
         let name = ffi::manifest(lib)
@@ -324,12 +370,19 @@ fn open_for_seal(lib: &'static ffi::Lib, device: Option<&std::path::Path>) -> Re
     }
     let found = ffi::manifest(lib)?;
     match found.as_slice() {
-        [] => Err(Error::Device("no FIDO2 security key found: plug one in (or name it with --device /dev/hidrawN)".into())),
+        [] => Err(Error::Device(
+            "no FIDO2 security key found: plug one in (or name it with --device /dev/hidrawN)"
+                .into(),
+        )),
         [d] => open_path(lib, &d.path, &d.product),
         several => Err(Error::Invalid(format!(
             "{} FIDO2 keys are plugged in ({}): choose one with --device",
             several.len(),
-            several.iter().map(|d| d.path.as_str()).collect::<Vec<_>>().join(", ")
+            several
+                .iter()
+                .map(|d| d.path.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -342,7 +395,11 @@ fn open_for_seal(lib: &'static ffi::Lib, device: Option<&std::path::Path>) -> Re
 /// hmac-secret, or it was not touched; [`Error::WrongSecret`] for a wrong
 /// PIN (with the tries left); [`Error::Invalid`] when several keys are
 /// present and none was chosen.
-pub fn seal(options: &SealOptions, secret: &Secret, ui: &mut dyn Interaction) -> Result<Sealed, Error> {
+pub fn seal(
+    options: &SealOptions,
+    secret: &Secret,
+    ui: &mut dyn Interaction,
+) -> Result<Sealed, Error> {
     let lib = ffi::lib()?;
     let opened = open_for_seal(lib, options.device.as_deref())?;
     match opened.dev.extensions() {
@@ -360,8 +417,11 @@ pub fn seal(options: &SealOptions, secret: &Secret, ui: &mut dyn Interaction) ->
     let user_id: [u8; 32] = random()?;
     let cdh: [u8; 32] = random()?;
     let cred = Cred::new(lib, &rp_id, &user_id, &cdh)?;
-    ui.notice(&format!("Touch your FIDO2 security key '{}' to make the protector's credential", opened.name));
-    let r = opened.dev.make_cred(&cred, pin.as_deref());
+    ui.notice(&format!(
+        "Touch your FIDO2 security key '{}' to make the protector's credential",
+        opened.name
+    ));
+    let r = opened.dev.make_cred(&cred, pin.as_ref().map(Pin::as_cstr));
     if r != ffi::FIDO_OK {
         return Err(op_error(&opened, r, "credential creation"));
     }
@@ -396,21 +456,27 @@ pub fn seal(options: &SealOptions, secret: &Secret, ui: &mut dyn Interaction) ->
 
 /// Opens the device to unseal with: the option's, else the only key
 /// present, else the first present that holds the credential.
-fn open_for_unseal(lib: &'static ffi::Lib, device: Option<&std::path::Path>, parts: &Parts) -> Result<Opened, Error> {
+fn open_for_unseal(
+    lib: &'static ffi::Lib,
+    device: Option<&std::path::Path>,
+    parts: &Parts,
+) -> Result<Opened, Error> {
     if let Some(p) = device {
         let path = device_str(p)?;
         return open_path(lib, path, path);
     }
     let found = ffi::manifest(lib)?;
     match found.as_slice() {
-        [] => Err(Error::Device("no FIDO2 security key found: plug in the key this protector was added with".into())),
+        [] => Err(Error::Device(
+            "no FIDO2 security key found: plug in the key this protector was added with".into(),
+        )),
         [d] => open_path(lib, &d.path, &d.product),
         several => {
             for d in several {
-                if let Ok(o) = open_path(lib, &d.path, &d.product) {
-                    if o.holds(&parts.rp_id, &parts.credential_id) {
-                        return Ok(o);
-                    }
+                if let Ok(o) = open_path(lib, &d.path, &d.product)
+                    && o.holds(&parts.rp_id, &parts.credential_id)
+                {
+                    return Ok(o);
                 }
             }
             Err(Error::WrongSecret(format!(
@@ -429,7 +495,11 @@ fn open_for_unseal(lib: &'static ffi::Lib, device: Option<&std::path::Path>, par
 /// PIN is wrong (with the tries left), or the output does not open the
 /// record; [`Error::Device`] when libfido2 or the key is missing, locked,
 /// or not touched; [`Error::Invalid`] for a malformed record.
-pub fn unseal(sealed: &Sealed, options: &UnsealOptions, ui: &mut dyn Interaction) -> Result<Secret, Error> {
+pub fn unseal(
+    sealed: &Sealed,
+    options: &UnsealOptions,
+    ui: &mut dyn Interaction,
+) -> Result<Secret, Error> {
     let parts = sealed.parts()?;
     let lib = ffi::lib()?;
     let opened = open_for_unseal(lib, options.device.as_deref(), &parts)?;
@@ -444,7 +514,13 @@ pub fn unseal(sealed: &Sealed, options: &UnsealOptions, ui: &mut dyn Interaction
     } else {
         None
     };
-    let output = opened.hmac_secret(&parts.rp_id, &parts.credential_id, &parts.salt, pin.as_ref(), ui)?;
+    let output = opened.hmac_secret(
+        &parts.rp_id,
+        &parts.credential_id,
+        &parts.salt,
+        pin.as_ref(),
+        ui,
+    )?;
     let key = wrap_key(&output)?;
     let ad = associated_data(&sealed.rp_id, &parts.credential_id, &parts.salt, sealed.pin);
     let mut plain = Zeroizing::new([0u8; SECRET_SIZE]);
@@ -467,4 +543,112 @@ pub fn describe(sealed: &Sealed) -> Vec<(&'static str, String)> {
         ("device", sealed.device.clone()),
         ("credential", sealed.credential_id.chars().take(8).collect()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Sealed {
+        Sealed {
+            rp_id: RP_ID.into(),
+            credential_id: "ab".repeat(40),
+            salt: "11".repeat(SALT_SIZE),
+            pin: true,
+            device: "Test Key".into(),
+            nonce: "22".repeat(NONCE_SIZE),
+            wrapped: "33".repeat(WRAPPED_SIZE),
+        }
+    }
+
+    #[test]
+    fn associated_data_layout() {
+        let ad = associated_data("rp", &[9, 8, 7], &[5; SALT_SIZE], true);
+        let mut want = b"fscrypt-rs fido2 v1\0rp\0\x00\x03\x09\x08\x07".to_vec();
+        want.extend_from_slice(&[5; SALT_SIZE]);
+        want.push(1);
+        assert_eq!(ad, want);
+        assert_ne!(
+            ad,
+            associated_data("rp", &[9, 8, 7], &[5; SALT_SIZE], false)
+        );
+    }
+
+    #[test]
+    fn wrap_key_depends_on_the_output() {
+        let a = wrap_key(&[1; 32]).unwrap();
+        assert_eq!(*a, *wrap_key(&[1; 32]).unwrap());
+        assert_ne!(*a, *wrap_key(&[2; 32]).unwrap());
+        assert_ne!(*a, [0; 32]);
+    }
+
+    #[test]
+    fn parts_of_a_good_record() {
+        let p = record().parts().unwrap();
+        assert_eq!(p.credential_id, vec![0xab; 40]);
+        assert_eq!(p.salt, [0x11; SALT_SIZE]);
+        assert_eq!(p.nonce, [0x22; NONCE_SIZE]);
+        assert_eq!(p.wrapped, [0x33; WRAPPED_SIZE]);
+        assert_eq!(p.rp_id.as_bytes(), RP_ID.as_bytes());
+    }
+
+    #[test]
+    fn parts_refuse_bad_fields() {
+        let bad = [
+            Sealed {
+                salt: "11".repeat(33),
+                ..record()
+            },
+            Sealed {
+                nonce: "2".into(),
+                ..record()
+            },
+            Sealed {
+                wrapped: "xx".repeat(WRAPPED_SIZE),
+                ..record()
+            },
+            Sealed {
+                credential_id: "ab".repeat(MAX_CREDENTIAL_ID + 1),
+                ..record()
+            },
+            Sealed {
+                credential_id: String::new(),
+                ..record()
+            },
+            Sealed {
+                rp_id: "r".repeat(256),
+                ..record()
+            },
+        ];
+        for s in bad {
+            assert!(matches!(s.parts(), Err(Error::Invalid(_))), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn describe_shows_device_and_credential_prefix() {
+        assert_eq!(
+            describe(&record()),
+            vec![
+                ("device", "Test Key".to_string()),
+                ("credential", "abababab".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn record_json_round_trip_and_unknown_fields() {
+        let s = record();
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(serde_json::from_value::<Sealed>(v.clone()).unwrap(), s);
+        let mut extra = v;
+        extra["secret"] = serde_json::Value::Bool(true);
+        assert!(serde_json::from_value::<Sealed>(extra).is_err());
+    }
+
+    #[test]
+    fn pin_is_nul_terminated() {
+        let pin = Pin(Zeroizing::new(b"1234\0".to_vec()));
+        assert_eq!(pin.as_cstr().to_bytes(), b"1234");
+    }
 }
