@@ -150,12 +150,6 @@ functions! {
     fido_assert_hmac_secret_len: fn(CP, usize) -> usize;
 }
 
-// SAFETY: only plain function pointers, callable from any thread
-// (libfido2 keeps no global state past `fido_init`).
-unsafe impl Sync for Lib {}
-// SAFETY: as above.
-unsafe impl Send for Lib {}
-
 /// libfido2, loaded (and `fido_init`ed) on first use and never unloaded.
 ///
 /// # Errors
