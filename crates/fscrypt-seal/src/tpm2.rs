@@ -139,15 +139,27 @@ pub struct Sealed {
     pub tcti: String,
     /// The PCR bank of `pcrs`: always [`PCR_BANK`].
     pub pcr_bank: String,
-    /// Each bound PCR's index (0..[`PCR_COUNT`]) and its SHA-256 value at
-    /// seal time (64 hex digits); at least one.
-    pub pcrs: BTreeMap<u8, String>,
+    /// The bound PCRs with their values at seal time, in strictly
+    /// ascending index order; at least one.
+    pub pcrs: Vec<PcrValue>,
     /// Whether the policy also requires the PIN (`TPM2_PolicyAuthValue`).
     pub pin: bool,
     /// The sealed object's marshalled `TPM2B_PUBLIC`, hex.
     pub public: String,
     /// The sealed object's marshalled `TPM2B_PRIVATE`, hex.
     pub private: String,
+}
+
+/// One bound PCR of a [`Sealed`] record. (A list rather than a JSON map
+/// keyed by index: the record sits inside the `kind`-tagged
+/// [`crate::Sealed`], whose buffering turns integer map keys into strings.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcrValue {
+    /// The PCR index, 0..[`PCR_COUNT`].
+    pub index: u8,
+    /// Its SHA-256 value at seal time, 64 hex digits.
+    pub sha256: String,
 }
 
 /// A [`Sealed`] record checked and decoded.
@@ -220,17 +232,22 @@ pub fn seal(options: &SealOptions, secret: &Secret, ui: &mut dyn Interaction) ->
     flush_session(&mut ctx, session);
     let _ = ctx.flush_context(primary.into());
 
+    let public = created
+        .out_public
+        .marshall()
+        .map_err(dev("marshal the sealed object"))?;
     Ok(Sealed {
         tcti,
         pcr_bank: PCR_BANK.into(),
-        pcrs: values.iter().map(|(i, v)| (*i, hex::encode(v))).collect(),
+        pcrs: values
+            .iter()
+            .map(|(i, v)| PcrValue {
+                index: *i,
+                sha256: hex::encode(v),
+            })
+            .collect(),
         pin: options.pin,
-        public: hex::encode(tpm2b(
-            &created
-                .out_public
-                .marshall()
-                .map_err(dev("marshal the sealed object"))?,
-        )?),
+        public: hex::encode(tpm2b(&public)?),
         private: hex::encode(tpm2b(created.out_private.value())?),
     })
 }
@@ -325,7 +342,7 @@ pub fn unseal(
 /// `protector list` / `info`: ("device", the TCTI hint), ("pcrs",
 /// `sha256:7,14`), ("pin", `yes`/`no`).
 pub fn describe(sealed: &Sealed) -> Vec<(&'static str, String)> {
-    let pcrs: Vec<String> = sealed.pcrs.keys().map(u8::to_string).collect();
+    let pcrs: Vec<String> = sealed.pcrs.iter().map(|p| p.index.to_string()).collect();
     vec![
         ("device", sealed.tcti.clone()),
         ("pcrs", format!("{}:{}", sealed.pcr_bank, pcrs.join(","))),
@@ -391,9 +408,13 @@ fn parse_record(sealed: &Sealed) -> Result<Record, Error> {
         return Err(bad("it binds no PCR"));
     }
     let mut pcrs = BTreeMap::new();
-    for (&i, v) in &sealed.pcrs {
+    for p in &sealed.pcrs {
+        let (i, v) = (p.index, &p.sha256);
         if i >= PCR_COUNT {
             return Err(bad(&format!("PCR {i} does not exist")));
+        }
+        if pcrs.last_key_value().is_some_and(|(&last, _)| last >= i) {
+            return Err(bad("its PCRs are not in ascending order"));
         }
         let mut value = [0u8; DIGEST_SIZE];
         hex::decode_to_slice(v, &mut value)
@@ -747,7 +768,16 @@ mod tests {
         Sealed {
             tcti: "device:/dev/tpmrm0".into(),
             pcr_bank: "sha256".into(),
-            pcrs: BTreeMap::from([(7, "00".repeat(32)), (14, "ab".repeat(32))]),
+            pcrs: vec![
+                PcrValue {
+                    index: 7,
+                    sha256: "00".repeat(32),
+                },
+                PcrValue {
+                    index: 14,
+                    sha256: "ab".repeat(32),
+                },
+            ],
             pin: true,
             public: hex::encode(tpm2b(&public.marshall().unwrap()).unwrap()),
             private: "0004deadbeef".into(),
@@ -791,12 +821,10 @@ mod tests {
         let cases: Vec<(&str, Box<dyn Fn(&mut Sealed)>)> = vec![
             ("bank", Box::new(|s| s.pcr_bank = "sha1".into())),
             ("no pcrs", Box::new(|s| s.pcrs.clear())),
-            ("pcr 24", Box::new(|s| {
-                s.pcrs.insert(24, "00".repeat(32));
-            })),
-            ("short pcr", Box::new(|s| {
-                s.pcrs.insert(7, "00".repeat(31));
-            })),
+            ("pcr 24", Box::new(|s| s.pcrs[1].index = 24)),
+            ("short pcr", Box::new(|s| s.pcrs[0].sha256.truncate(62))),
+            ("pcrs unsorted", Box::new(|s| s.pcrs.swap(0, 1))),
+            ("pcr twice", Box::new(|s| s.pcrs[1].index = 7)),
             ("public hex", Box::new(|s| s.public = "zz".into())),
             ("public size", Box::new(|s| s.public = "0005aa".into())),
             ("public junk", Box::new(|s| s.public = "0002aaaa".into())),
@@ -825,6 +853,17 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn record_survives_the_tagged_json() {
+        let json = crate::Sealed::Tpm2(record()).to_json();
+        assert_eq!(json["kind"], "tpm2");
+        assert_eq!(json["pcrs"][1]["index"], 14);
+        assert_eq!(
+            crate::Sealed::from_json(&json).unwrap(),
+            crate::Sealed::Tpm2(record())
+        );
     }
 
     #[test]

@@ -76,7 +76,7 @@ fn seal_then_unseal_returns_the_secret() {
     let sealed = seal(&tpm, &[], None);
     assert_eq!(sealed.tcti, tpm.tcti());
     assert_eq!(sealed.pcr_bank, "sha256");
-    assert_eq!(sealed.pcrs.keys().copied().collect::<Vec<_>>(), vec![7]);
+    assert_eq!(sealed.pcrs.iter().map(|p| p.index).collect::<Vec<_>>(), vec![7]);
     assert!(!sealed.pin);
     // Only public data in the record.
     let json = serde_json::to_string(&fscrypt_seal::Sealed::Tpm2(sealed.clone())).unwrap();
@@ -126,7 +126,7 @@ fn pcrs_7_and_14_are_bound_and_a_change_names_only_14() {
         return;
     };
     let sealed = seal(&tpm, &[14, 7], None);
-    assert_eq!(sealed.pcrs.keys().copied().collect::<Vec<_>>(), vec![7, 14]);
+    assert_eq!(sealed.pcrs.iter().map(|p| p.index).collect::<Vec<_>>(), vec![7, 14]);
     assert_eq!(
         tpm2::describe(&sealed),
         vec![
@@ -212,17 +212,17 @@ fn malformed_or_altered_records_are_invalid() {
         ("private truncated", Box::new(|s| s.private.truncate(s.private.len() - 4))),
         ("private empty", Box::new(|s| s.private.clear())),
         ("pcr value short", Box::new(|s| {
-            s.pcrs.get_mut(&7).unwrap().truncate(62);
+            s.pcrs[0].sha256.truncate(62);
         })),
         ("pcr 99", Box::new(|s| {
-            s.pcrs.insert(99, "00".repeat(32));
+            s.pcrs[1].index = 99;
         })),
         ("bank", Box::new(|s| s.pcr_bank = "sha1".into())),
         // Well-formed but not what the object was sealed with: the policy
         // digest shows it.
         ("pin flag dropped", Box::new(|s| s.pin = false)),
         ("pcr 14 dropped", Box::new(|s| {
-            s.pcrs.remove(&14);
+            s.pcrs.pop();
         })),
     ];
     for (name, edit) in edits {
