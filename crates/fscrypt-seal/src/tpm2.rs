@@ -80,10 +80,10 @@ use tss_esapi::interface_types::ecc::EccCurve;
 use tss_esapi::interface_types::resource_handles::Hierarchy;
 use tss_esapi::interface_types::session_handles::{AuthSession, PolicySession};
 use tss_esapi::structures::{
-    Auth, Digest, EccParameter, EccPoint, EccScheme, KeyDerivationFunctionScheme,
-    KeyedHashScheme, PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private, Public,
-    PublicBuilder, PublicEccParametersBuilder, PublicKeyedHashParameters, SensitiveData,
-    SymmetricDefinition, SymmetricDefinitionObject,
+    Auth, Digest, EccParameter, EccPoint, EccScheme, KeyDerivationFunctionScheme, KeyedHashScheme,
+    PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Private, Public, PublicBuilder,
+    PublicEccParametersBuilder, PublicKeyedHashParameters, SensitiveData, SymmetricDefinition,
+    SymmetricDefinitionObject,
 };
 use tss_esapi::tcti_ldr::TctiNameConf;
 use tss_esapi::traits::{Marshall, UnMarshall};
@@ -179,7 +179,11 @@ struct Record {
 /// [`Error::Invalid`] for a PCR index ≥ 24, an unparsable TCTI spec or an
 /// empty PIN; [`Error::Device`] when the TPM cannot be reached or fails;
 /// whatever `ui.pin` returns.
-pub fn seal(options: &SealOptions, secret: &Secret, ui: &mut dyn Interaction) -> Result<Sealed, Error> {
+pub fn seal(
+    options: &SealOptions,
+    secret: &Secret,
+    ui: &mut dyn Interaction,
+) -> Result<Sealed, Error> {
     let pcrs = pcr_list(&options.pcrs)?;
     let tcti = tcti_spec(options.tcti.as_deref());
     let conf = parse_tcti(&tcti)?;
@@ -200,7 +204,8 @@ pub fn seal(options: &SealOptions, secret: &Secret, ui: &mut dyn Interaction) ->
     let pcr_digest = pcr_digest(&values)?;
 
     // The policy digest, from a trial session.
-    let trial = start_session(&mut ctx, None, SessionType::Trial).map_err(dev("start a trial session"))?;
+    let trial =
+        start_session(&mut ctx, None, SessionType::Trial).map_err(dev("start a trial session"))?;
     let trial_policy = PolicySession::try_from(trial).map_err(dev("start a trial session"))?;
     ctx.policy_pcr(trial_policy, pcr_digest, selection)
         .map_err(dev("compute the PCR policy"))?;
@@ -356,11 +361,12 @@ pub fn describe(sealed: &Sealed) -> Vec<(&'static str, String)> {
 /// The TCTI spec: `option`, else `$TPM2TOOLS_TCTI`, else `$TCTI`, else
 /// [`DEFAULT_TCTI`].
 fn tcti_spec(option: Option<&str>) -> String {
+    let set = |s: &String| !s.is_empty();
     option
         .map(str::to_owned)
-        .or_else(|| std::env::var("TPM2TOOLS_TCTI").ok())
-        .or_else(|| std::env::var("TCTI").ok())
-        .filter(|s| !s.is_empty())
+        .filter(set)
+        .or_else(|| std::env::var("TPM2TOOLS_TCTI").ok().filter(set))
+        .or_else(|| std::env::var("TCTI").ok().filter(set))
         .unwrap_or_else(|| DEFAULT_TCTI.into())
 }
 
@@ -489,10 +495,12 @@ fn pin_auth(pin: &str) -> Result<Auth, Error> {
 
 /// Opens an ESAPI context on `conf`.
 fn connect(conf: TctiNameConf, tcti: &str) -> Result<Context, Error> {
-    Context::new(conf).map_err(|e| {
+    // The TSS's own reason (connection refused, no such device) went to
+    // stderr; its response code says nothing more.
+    Context::new(conf).map_err(|_| {
         Error::Device(format!(
-            "cannot reach a TPM through '{tcti}' ({e}): check the TPM is there and you may use \
-             it, or name another with --tcti or TPM2TOOLS_TCTI"
+            "cannot reach a TPM through '{tcti}': check the TPM is there and you may use it \
+             (group tss), or name another with --tcti or TPM2TOOLS_TCTI"
         ))
     })
 }
@@ -502,8 +510,7 @@ fn selection(pcrs: &[u8]) -> Result<PcrSelectionList, Error> {
     let slots = pcrs
         .iter()
         .map(|&i| {
-            PcrSlot::try_from(1u32 << i)
-                .map_err(|_| Error::Invalid(format!("there is no PCR {i}")))
+            PcrSlot::try_from(1u32 << i).map_err(|_| Error::Invalid(format!("there is no PCR {i}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     PcrSelectionListBuilder::new()
@@ -635,19 +642,28 @@ fn start_session(
     } else {
         SymmetricDefinition::AES_128_CFB
     };
-    ctx.start_auth_session(salt_key, None, None, kind, symmetric, HashingAlgorithm::Sha256)?
-        .ok_or(tss_esapi::Error::WrapperError(
-            tss_esapi::WrapperErrorKind::WrongValueFromTpm,
-        ))
+    ctx.start_auth_session(
+        salt_key,
+        None,
+        None,
+        kind,
+        symmetric,
+        HashingAlgorithm::Sha256,
+    )?
+    .ok_or(tss_esapi::Error::WrapperError(
+        tss_esapi::WrapperErrorKind::WrongValueFromTpm,
+    ))
 }
 
 /// Flushes a session (best effort: dropping the context flushes it too).
 fn flush_session(ctx: &mut Context, session: AuthSession) {
     if let AuthSession::PolicySession(PolicySession::PolicySession { session_handle, .. })
-    | AuthSession::HmacSession(tss_esapi::interface_types::session_handles::HmacSession::HmacSession {
-        session_handle,
-        ..
-    }) = session
+    | AuthSession::HmacSession(
+        tss_esapi::interface_types::session_handles::HmacSession::HmacSession {
+            session_handle,
+            ..
+        },
+    ) = session
     {
         let _ = ctx.flush_context(ObjectHandle::from(session_handle));
     }
@@ -732,8 +748,12 @@ fn unseal_error(
     let mut prop = |tag| ctx.get_tpm_property(tag).ok().flatten();
     match tpm_rc(e) {
         Some(RC_AUTH_FAIL | RC_BAD_AUTH) if pin => {
-            let counter = match (prop(PropertyTag::LockoutCounter), prop(PropertyTag::MaxAuthFail)) {
-                (Some(n), Some(max)) => format!(" ({n} of {max} failures before it locks out)"),
+            let counter = match (
+                prop(PropertyTag::LockoutCounter),
+                prop(PropertyTag::MaxAuthFail),
+            ) {
+                (Some(n), Some(max)) if n >= max => " (it is now locked out)".to_owned(),
+                (Some(n), Some(max)) => format!(" ({n} of {max} failures counted)"),
                 _ => String::new(),
             };
             Error::WrongSecret(format!(
@@ -818,7 +838,8 @@ mod tests {
 
     #[test]
     fn malformed_records_are_invalid() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Sealed)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Sealed)>;
+        let cases: Vec<(&str, Edit)> = vec![
             ("bank", Box::new(|s| s.pcr_bank = "sha1".into())),
             ("no pcrs", Box::new(|s| s.pcrs.clear())),
             ("pcr 24", Box::new(|s| s.pcrs[1].index = 24)),
@@ -828,19 +849,37 @@ mod tests {
             ("public hex", Box::new(|s| s.public = "zz".into())),
             ("public size", Box::new(|s| s.public = "0005aa".into())),
             ("public junk", Box::new(|s| s.public = "0002aaaa".into())),
-            ("public truncated", Box::new(|s| s.public.truncate(s.public.len() - 2))),
-            ("public trailing", Box::new(|s| {
-                let mut b = hex::decode(&s.public).unwrap();
-                b.push(0);
-                let n = u16::from_be_bytes([b[0], b[1]]) + 1;
-                b[..2].copy_from_slice(&n.to_be_bytes());
-                s.public = hex::encode(b);
-            })),
-            ("public is a key", Box::new(|s| s.public = hex_tpm2b(&parent_template().unwrap()))),
-            ("private hex", Box::new(|s| s.private = "0004deadbee".into())),
+            (
+                "public truncated",
+                Box::new(|s| s.public.truncate(s.public.len() - 2)),
+            ),
+            (
+                "public trailing",
+                Box::new(|s| {
+                    let mut b = hex::decode(&s.public).unwrap();
+                    b.push(0);
+                    let n = u16::from_be_bytes([b[0], b[1]]) + 1;
+                    b[..2].copy_from_slice(&n.to_be_bytes());
+                    s.public = hex::encode(b);
+                }),
+            ),
+            (
+                "public is a key",
+                Box::new(|s| s.public = hex_tpm2b(&parent_template().unwrap())),
+            ),
+            (
+                "private hex",
+                Box::new(|s| s.private = "0004deadbee".into()),
+            ),
             ("private empty", Box::new(|s| s.private = "0000".into())),
-            ("private size", Box::new(|s| s.private = "0005deadbeef".into())),
-            ("private huge", Box::new(|s| s.private = hex::encode(tpm2b(&[1u8; 4000]).unwrap()))),
+            (
+                "private size",
+                Box::new(|s| s.private = "0005deadbeef".into()),
+            ),
+            (
+                "private huge",
+                Box::new(|s| s.private = hex::encode(tpm2b(&[1u8; 4000]).unwrap())),
+            ),
         ];
         let good = parse_record(&record()).unwrap();
         assert_eq!(good.pcrs.len(), 2);
@@ -848,10 +887,7 @@ mod tests {
         for (name, edit) in cases {
             let mut s = record();
             edit(&mut s);
-            assert!(
-                matches!(parse_record(&s), Err(Error::Invalid(_))),
-                "{name}"
-            );
+            assert!(matches!(parse_record(&s), Err(Error::Invalid(_))), "{name}");
         }
     }
 
@@ -887,14 +923,21 @@ mod tests {
         let values = BTreeMap::from([(14, [2u8; 32]), (7, [1u8; 32])]);
         let mut both = [1u8; 64];
         both[32..].fill(2);
-        assert_eq!(pcr_digest(&values).unwrap().value(), &Sha256::digest(both)[..]);
+        assert_eq!(
+            pcr_digest(&values).unwrap().value(),
+            &Sha256::digest(both)[..]
+        );
     }
 
     #[test]
     fn tpm_codes_are_masked_and_layers_ignored() {
         use tss_esapi::constants::response_code::{FormatOneResponseCode, FormatZeroResponseCode};
-        let one = |rc| tss_esapi::Error::Tss2Error(Tss2ResponseCode::FormatOne(FormatOneResponseCode(rc)));
-        let zero = |rc| tss_esapi::Error::Tss2Error(Tss2ResponseCode::FormatZero(FormatZeroResponseCode(rc)));
+        let one = |rc| {
+            tss_esapi::Error::Tss2Error(Tss2ResponseCode::FormatOne(FormatOneResponseCode(rc)))
+        };
+        let zero = |rc| {
+            tss_esapi::Error::Tss2Error(Tss2ResponseCode::FormatZero(FormatZeroResponseCode(rc)))
+        };
         // AUTH_FAIL on session 1: 0x98E.
         assert_eq!(tpm_rc(&one(0x98E)), Some(RC_AUTH_FAIL));
         assert_eq!(tpm_rc(&zero(0x921)), Some(RC_LOCKOUT));

@@ -30,7 +30,10 @@ impl Pins {
 impl Interaction for Pins {
     fn pin(&mut self, what: &str, confirm: bool) -> Result<Zeroizing<String>, Error> {
         self.asked.push((what.to_owned(), confirm));
-        let pin = self.answers.pop().expect("asked for a PIN it should not need");
+        let pin = self
+            .answers
+            .pop()
+            .expect("asked for a PIN it should not need");
         Ok(Zeroizing::new(pin.to_owned()))
     }
 
@@ -76,7 +79,10 @@ fn seal_then_unseal_returns_the_secret() {
     let sealed = seal(&tpm, &[], None);
     assert_eq!(sealed.tcti, tpm.tcti());
     assert_eq!(sealed.pcr_bank, "sha256");
-    assert_eq!(sealed.pcrs.iter().map(|p| p.index).collect::<Vec<_>>(), vec![7]);
+    assert_eq!(
+        sealed.pcrs.iter().map(|p| p.index).collect::<Vec<_>>(),
+        vec![7]
+    );
     assert!(!sealed.pin);
     // Only public data in the record.
     let json = serde_json::to_string(&fscrypt_seal::Sealed::Tpm2(sealed.clone())).unwrap();
@@ -87,7 +93,10 @@ fn seal_then_unseal_returns_the_secret() {
     assert_eq!(got.as_bytes(), secret().as_bytes());
     // Unsealing again works (nothing left loaded in the TPM's few slots).
     for _ in 0..4 {
-        assert_eq!(unseal(&tpm, &sealed, &[]).unwrap().as_bytes(), secret().as_bytes());
+        assert_eq!(
+            unseal(&tpm, &sealed, &[]).unwrap().as_bytes(),
+            secret().as_bytes()
+        );
     }
     // The record survives its JSON form.
     let back = fscrypt_seal::Sealed::from_json(&serde_json::from_str(&json).unwrap()).unwrap();
@@ -117,7 +126,10 @@ fn extended_pcr_7_is_refused_naming_it() {
     };
     assert!(msg.contains("PCR 7 "), "{msg}");
     assert!(msg.contains("recovery key"), "{msg}");
-    assert!(msg.contains("fscrypt-rs protector reseal CIPHERDIR NAME"), "{msg}");
+    assert!(
+        msg.contains("fscrypt-rs protector reseal CIPHERDIR NAME"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -126,7 +138,10 @@ fn pcrs_7_and_14_are_bound_and_a_change_names_only_14() {
         return;
     };
     let sealed = seal(&tpm, &[14, 7], None);
-    assert_eq!(sealed.pcrs.iter().map(|p| p.index).collect::<Vec<_>>(), vec![7, 14]);
+    assert_eq!(
+        sealed.pcrs.iter().map(|p| p.index).collect::<Vec<_>>(),
+        vec![7, 14]
+    );
     assert_eq!(
         tpm2::describe(&sealed),
         vec![
@@ -135,7 +150,10 @@ fn pcrs_7_and_14_are_bound_and_a_change_names_only_14() {
             ("pin", "no".to_owned()),
         ]
     );
-    assert_eq!(unseal(&tpm, &sealed, &[]).unwrap().as_bytes(), secret().as_bytes());
+    assert_eq!(
+        unseal(&tpm, &sealed, &[]).unwrap().as_bytes(),
+        secret().as_bytes()
+    );
     tpm.pcr_extend(14, &"22".repeat(32));
     let err = unseal(&tpm, &sealed, &[]).unwrap_err();
     let Error::WrongSecret(msg) = &err else {
@@ -167,7 +185,10 @@ fn right_pin_unseals_wrong_pin_is_refused() {
     assert!(msg.contains("lockout"), "{msg}");
     assert!(!msg.contains("4321") && !msg.contains("1234"), "{msg}");
     // A wrong try does not spoil the next right one.
-    assert_eq!(unseal(&tpm, &sealed, &["1234"]).unwrap().as_bytes(), secret().as_bytes());
+    assert_eq!(
+        unseal(&tpm, &sealed, &["1234"]).unwrap().as_bytes(),
+        secret().as_bytes()
+    );
 }
 
 #[test]
@@ -192,10 +213,16 @@ fn wrong_pins_lock_the_tpm_out_even_for_the_right_pin() {
     };
     assert!(msg.contains("locked out"), "{msg}");
     assert!(msg.contains("600 s"), "{msg}");
-    assert!(msg.contains("tpm2_dictionarylockout --clear-lockout"), "{msg}");
+    assert!(
+        msg.contains("tpm2_dictionarylockout --clear-lockout"),
+        "{msg}"
+    );
     // The advice works.
     tpm.dictionary_lockout(&["--clear-lockout"]);
-    assert_eq!(unseal(&tpm, &sealed, &["1234"]).unwrap().as_bytes(), secret().as_bytes());
+    assert_eq!(
+        unseal(&tpm, &sealed, &["1234"]).unwrap().as_bytes(),
+        secret().as_bytes()
+    );
 }
 
 #[test]
@@ -204,26 +231,45 @@ fn malformed_or_altered_records_are_invalid() {
         return;
     };
     let sealed = seal(&tpm, &[7, 14], Some("1234"));
-    let edits: Vec<(&str, Box<dyn Fn(&mut tpm2::Sealed)>)> = vec![
-        ("public truncated", Box::new(|s| s.public.truncate(s.public.len() / 2))),
-        ("public odd hex", Box::new(|s| {
-            s.public.pop();
-        })),
-        ("private truncated", Box::new(|s| s.private.truncate(s.private.len() - 4))),
+    type Edit = Box<dyn Fn(&mut tpm2::Sealed)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "public truncated",
+            Box::new(|s| s.public.truncate(s.public.len() / 2)),
+        ),
+        (
+            "public odd hex",
+            Box::new(|s| {
+                s.public.pop();
+            }),
+        ),
+        (
+            "private truncated",
+            Box::new(|s| s.private.truncate(s.private.len() - 4)),
+        ),
         ("private empty", Box::new(|s| s.private.clear())),
-        ("pcr value short", Box::new(|s| {
-            s.pcrs[0].sha256.truncate(62);
-        })),
-        ("pcr 99", Box::new(|s| {
-            s.pcrs[1].index = 99;
-        })),
+        (
+            "pcr value short",
+            Box::new(|s| {
+                s.pcrs[0].sha256.truncate(62);
+            }),
+        ),
+        (
+            "pcr 99",
+            Box::new(|s| {
+                s.pcrs[1].index = 99;
+            }),
+        ),
         ("bank", Box::new(|s| s.pcr_bank = "sha1".into())),
         // Well-formed but not what the object was sealed with: the policy
         // digest shows it.
         ("pin flag dropped", Box::new(|s| s.pin = false)),
-        ("pcr 14 dropped", Box::new(|s| {
-            s.pcrs.pop();
-        })),
+        (
+            "pcr 14 dropped",
+            Box::new(|s| {
+                s.pcrs.pop();
+            }),
+        ),
     ];
     for (name, edit) in edits {
         let mut bad = sealed.clone();
@@ -234,7 +280,10 @@ fn malformed_or_altered_records_are_invalid() {
         }
     }
     // The intact record still unseals.
-    assert_eq!(unseal(&tpm, &sealed, &["1234"]).unwrap().as_bytes(), secret().as_bytes());
+    assert_eq!(
+        unseal(&tpm, &sealed, &["1234"]).unwrap().as_bytes(),
+        secret().as_bytes()
+    );
 }
 
 #[test]
@@ -279,7 +328,10 @@ fn unreachable_tpm_is_a_device_error_naming_the_tcti() {
         &mut Pins::default(),
     )
     .unwrap_err();
-    assert!(matches!(&err, Error::Device(m) if m.contains(&tcti)), "{err:?}");
+    assert!(
+        matches!(&err, Error::Device(m) if m.contains(&tcti)),
+        "{err:?}"
+    );
     // An unparsable spec is the caller's mistake.
     let opts = UnsealOptions {
         tcti: Some("nonsense:".into()),
@@ -293,11 +345,19 @@ fn bad_seal_options_are_invalid() {
     let Some(tpm) = SwTpm::start("bad_seal_options_are_invalid") else {
         return;
     };
-    let err = tpm2::seal(&seal_opts(&tpm, &[24], false), &secret(), &mut Pins::default())
-        .unwrap_err();
+    let err = tpm2::seal(
+        &seal_opts(&tpm, &[24], false),
+        &secret(),
+        &mut Pins::default(),
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err:?}");
-    let err = tpm2::seal(&seal_opts(&tpm, &[7], true), &secret(), &mut Pins::new(&[""]))
-        .unwrap_err();
+    let err = tpm2::seal(
+        &seal_opts(&tpm, &[7], true),
+        &secret(),
+        &mut Pins::new(&[""]),
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err:?}");
 }
 
@@ -311,7 +371,10 @@ fn unseal_wall_time() {
     let plain = seal(&tpm, &[7], None);
     let with_pin = seal(&tpm, &[7], Some("1234"));
     let _ = unseal(&tpm, &plain, &[]).unwrap();
-    for (name, sealed, pins) in [("no PIN", &plain, &[][..]), ("PIN", &with_pin, &["1234"][..])] {
+    for (name, sealed, pins) in [
+        ("no PIN", &plain, &[][..]),
+        ("PIN", &with_pin, &["1234"][..]),
+    ] {
         let n: u32 = 5;
         let start = Instant::now();
         for _ in 0..n {
