@@ -5,13 +5,13 @@
 //!
 //! Commands and structures are those of the TCG *TPM 2.0 Library*
 //! specification (Part 2 structures, Part 3 commands); the parent key is
-//! the ECC P-256 storage root key template of the TCG *TPM v2.0
-//! Provisioning Guidance* / *EK Credential Profile* (template L-2 style).
+//! the ECC NIST P-256 storage root key (SRK) template of the TCG *TPM v2.0
+//! Provisioning Guidance* §7.5.1.
 //!
 //! Sealing:
 //!
 //! 1. **Parent.** `TPM2_CreatePrimary` in the owner hierarchy (empty owner
-//!    auth) with a fixed template: ECC NIST P-256, name algorithm SHA-256,
+//!    auth) with the SRK template: ECC NIST P-256, name algorithm SHA-256,
 //!    attributes `fixedTPM | fixedParent | sensitiveDataOrigin |
 //!    userWithAuth | noDA | restricted | decrypt`, symmetric AES-128-CFB,
 //!    scheme and KDF `TPM_ALG_NULL`, `unique.x` and `unique.y` 32 zero bytes
@@ -32,14 +32,16 @@
 //!    the TPM's dictionary-attack lockout) — whose sensitive data is the
 //!    32-byte secret and whose `authValue` is, with a PIN,
 //!    `SHA-256(PIN as UTF-8)` with trailing zero bytes removed (the TPM
-//!    drops them anyway; Part 1 §19.6.4.3), else empty. The command runs in
+//!    drops them anyway when it computes an HMAC with an authValue, Part
+//!    1), else empty. The command runs in
 //!    an HMAC session salted to the parent with parameter encryption
 //!    (AES-128-CFB), so neither the secret nor the PIN hash cross the bus in
 //!    the clear.
 //!
 //! Unsealing: the PCRs are read and compared with the values stored at
 //! seal time (a difference is refused naming the PCRs, before any PIN is
-//! asked); the parent is recreated, the object loaded (`TPM2_Load`), a
+//! asked; so is a TPM in dictionary-attack lockout, `TPMA_PERMANENT.
+//! inLockout`, when a PIN is needed); the parent is recreated, the object loaded (`TPM2_Load`), a
 //! policy session salted to the parent with response encryption runs
 //! `TPM2_PolicyPCR` (+ `TPM2_PolicyAuthValue`, the PIN hash set as the
 //! object's auth), its digest is checked against the object's `authPolicy`,
@@ -187,12 +189,12 @@ pub fn seal(
     let pcrs = pcr_list(&options.pcrs)?;
     let tcti = tcti_spec(options.tcti.as_deref());
     let conf = parse_tcti(&tcti)?;
+    let mut ctx = connect(conf, &tcti)?;
     let auth = if options.pin {
         Some(pin_auth(&ui.pin(PIN_PROMPT, true)?)?)
     } else {
         None
     };
-    let mut ctx = connect(conf, &tcti)?;
     let dev = |what: &str| {
         let tcti = tcti.clone();
         let what = what.to_owned();
@@ -301,6 +303,11 @@ pub fn unseal(
         .execute_with_nullauth_session(|ctx| ctx.load(primary, record.private.clone(), public))
         .map_err(|e| load_error(&tcti, &e))?;
     if record.pin {
+        // TPMA_PERMANENT.inLockout (Part 2 §8.6): no PIN asked for nothing.
+        let permanent = ctx.get_tpm_property(PropertyTag::Permanent).ok().flatten();
+        if permanent.is_some_and(|p| p & IN_LOCKOUT != 0) {
+            return Err(lockout_error(&mut ctx, &tcti));
+        }
         let auth = pin_auth(&ui.pin(PIN_PROMPT, false)?)?;
         ctx.tr_set_auth(object.into(), auth)
             .map_err(dev("set the PIN"))?;
@@ -485,7 +492,8 @@ fn pin_auth(pin: &str) -> Result<Auth, Error> {
             "the TPM PIN is empty: type a PIN, or seal without --pin".into(),
         ));
     }
-    let hash = Zeroizing::new(<[u8; 32]>::from(Sha256::digest(pin.as_bytes())));
+    let mut hash = Zeroizing::new([0u8; DIGEST_SIZE]);
+    Sha256::new_with_prefix(pin.as_bytes()).finalize_into((&mut *hash).into());
     let len = hash.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
     Auth::try_from(&hash[..len]).map_err(|_| Error::Invalid("the TPM PIN cannot be used".into()))
 }
@@ -672,7 +680,7 @@ fn flush_session(ctx: &mut Context, session: AuthSession) {
 // ---------------------------------------------------------------------
 // Errors.
 
-/// TPM_RC_VALUE (format one, TPM 2.0 Part 2 §6.6.3).
+/// TPM_RC_VALUE (format one; response codes are in TPM 2.0 Part 2 §6.6).
 const RC_VALUE: u32 = 0x084;
 /// TPM_RC_AUTH_FAIL: the HMAC check failed and the DA counter went up.
 const RC_AUTH_FAIL: u32 = 0x08E;
@@ -686,6 +694,8 @@ const RC_BAD_AUTH: u32 = 0x0A2;
 const RC_PCR_CHANGED: u32 = 0x128;
 /// TPM_RC_LOCKOUT (format zero warning, RC_WARN + 0x021).
 const RC_LOCKOUT: u32 = 0x921;
+/// The `inLockout` bit of TPMA_PERMANENT (bit 9; Part 2 §8.6).
+const IN_LOCKOUT: u32 = 1 << 9;
 
 /// The TPM's own response code in `e`, with a format-one code's
 /// handle/parameter/session number masked out; `None` for errors of the
@@ -737,6 +747,19 @@ fn load_error(tcti: &str, e: &tss_esapi::Error) -> Error {
     }
 }
 
+/// The [`Error::Device`] of a TPM in dictionary-attack lockout.
+fn lockout_error(ctx: &mut Context, tcti: &str) -> Error {
+    let when = match ctx.get_tpm_property(PropertyTag::LockoutInterval) {
+        Ok(Some(0)) | Ok(None) | Err(_) => "only its owner can end it".to_owned(),
+        Ok(Some(s)) => format!("it forgets one failure every {s} s"),
+    };
+    Error::Device(format!(
+        "the TPM at '{tcti}' is locked out after too many wrong PINs ({when}); its owner can \
+         reset it now with `tpm2_dictionarylockout --clear-lockout`, or unlock with the \
+         recovery key or another protector"
+    ))
+}
+
 /// Maps a failed TPM2_Unseal.
 fn unseal_error(
     ctx: &mut Context,
@@ -761,17 +784,7 @@ fn unseal_error(
                  lockout{counter}; try again, or unlock with the recovery key or another protector"
             ))
         }
-        Some(RC_LOCKOUT) => {
-            let when = match prop(PropertyTag::LockoutInterval) {
-                Some(0) | None => "only its owner can end it".to_owned(),
-                Some(s) => format!("it forgets one failure every {s} s"),
-            };
-            Error::Device(format!(
-                "the TPM at '{tcti}' is locked out after too many wrong PINs ({when}); its owner \
-                 can reset it now with `tpm2_dictionarylockout --clear-lockout`, or unlock with \
-                 the recovery key or another protector"
-            ))
-        }
+        Some(RC_LOCKOUT) => lockout_error(ctx, tcti),
         Some(RC_POLICY_FAIL | RC_VALUE | RC_PCR_CHANGED) => pcrs_changed(pcrs),
         _ => device_error("unseal the secret", tcti, e),
     }

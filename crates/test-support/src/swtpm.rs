@@ -153,6 +153,10 @@ fn free_port_pair() -> Option<u16> {
 /// Starts swtpm on `port`/`port+1` with its state in `state` and waits
 /// until both sockets accept connections.
 fn spawn(state: &TempDir, port: u16) -> Result<ChildGuard, String> {
+    // Its stderr goes to a file (a pipe nobody reads could fill and stall it).
+    let log_path = state.join("swtpm.log");
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("create {}: {e}", log_path.display()))?;
     let child = Command::new("swtpm")
         .arg("socket")
         .arg("--tpm2")
@@ -166,17 +170,14 @@ fn spawn(state: &TempDir, port: u16) -> Result<ChildGuard, String> {
         .arg("not-need-init,startup-clear")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(log)
         .spawn()
         .map_err(|e| format!("cannot run swtpm: {e}"))?;
     let mut guard = ChildGuard(child);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = guard.0.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = guard.0.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
+            let err = std::fs::read_to_string(&log_path).unwrap_or_default();
             return Err(format!("swtpm exited ({status}): {}", err.trim()));
         }
         // The control socket is probed (its connection is served apart
