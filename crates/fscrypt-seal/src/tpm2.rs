@@ -53,7 +53,7 @@
 //! |------------|------------------------------------------------------------------------|
 //! | `tcti`     | TCTI used when sealing (a hint shown by `describe`, never used to connect) |
 //! | `pcr_bank` | `"sha256"` (the only bank supported)                                    |
-//! | `pcrs`     | PCR index → its SHA-256 value at seal time, 64 hex digits               |
+//! | `pcrs`     | `[{"index": 7, "sha256": <64 hex digits>}, ...]`: each bound PCR and its value at seal time, ascending |
 //! | `pin`      | whether the policy includes `PolicyAuthValue` (a PIN is asked)          |
 //! | `public`   | the object's marshalled `TPM2B_PUBLIC`, hex (as `tpm2_create -u` writes) |
 //! | `private`  | the object's marshalled `TPM2B_PRIVATE`, hex (as `tpm2_create -r` writes) |

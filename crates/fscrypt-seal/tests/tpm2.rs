@@ -362,6 +362,49 @@ fn bad_seal_options_are_invalid() {
     assert!(matches!(err, Error::Invalid(_)), "{err:?}");
 }
 
+/// The record's `public` is a TPM2B_PUBLIC as tpm2-tools reads it, its
+/// object is not `noDA` nor `userWithAuth`, and its policy is what
+/// tpm2-tools computes for PolicyPCR(sha256:7,14) + PolicyAuthValue.
+#[test]
+fn tpm2_tools_agree_on_the_object_and_its_policy() {
+    let Some(tpm) = SwTpm::start("tpm2_tools_agree_on_the_object_and_its_policy") else {
+        return;
+    };
+    let sealed = seal(&tpm, &[7, 14], Some("1234"));
+    let dir = test_support::TempDir::new("tpm2-tools");
+    let public = dir.join("object.pub");
+    std::fs::write(&public, hex::decode(&sealed.public).unwrap()).unwrap();
+    let out = std::process::Command::new("tpm2_print")
+        .args(["-t", "TPM2B_PUBLIC"])
+        .arg(&public)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        printed.contains("value: fixedtpm|fixedparent|adminwithpolicy\n"),
+        "{printed}"
+    );
+    assert!(printed.contains("value: keyedhash\n"), "{printed}");
+    let policy_line = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("authorization policy: "))
+        .expect("a policy");
+
+    let session = dir.join("session.ctx");
+    let policy = dir.join("policy.dat");
+    let (session, policy) = (session.to_str().unwrap(), policy.to_str().unwrap());
+    tpm.tool("tpm2_startauthsession", &["-S", session]);
+    tpm.tool("tpm2_policypcr", &["-S", session, "-l", "sha256:7,14"]);
+    tpm.tool("tpm2_policyauthvalue", &["-S", session, "-L", policy]);
+    tpm.tool("tpm2_flushcontext", &[session]);
+    assert_eq!(policy_line, hex::encode(std::fs::read(policy).unwrap()));
+}
+
 /// Not a check: prints how long one unseal takes (run with
 /// `--nocapture`).
 #[test]
