@@ -33,19 +33,29 @@
 //!    32-byte secret and whose `authValue` is, with a PIN,
 //!    `SHA-256(PIN as UTF-8)` with trailing zero bytes removed (the TPM
 //!    drops them anyway when it computes an HMAC with an authValue, Part
-//!    1), else empty. The command runs in
-//!    an HMAC session salted to the parent with parameter encryption
-//!    (AES-128-CFB), so neither the secret nor the PIN hash cross the bus in
-//!    the clear.
+//!    1), else empty. The command runs in an HMAC session salted to the
+//!    parent with parameter encryption (AES-128-CFB), so neither the
+//!    secret nor the PIN hash cross the bus in the clear.
 //!
-//! Unsealing: the PCRs are read and compared with the values stored at
-//! seal time (a difference is refused naming the PCRs, before any PIN is
-//! asked; so is a TPM in dictionary-attack lockout, `TPMA_PERMANENT.
-//! inLockout`, when a PIN is needed); the parent is recreated, the object loaded (`TPM2_Load`), a
-//! policy session salted to the parent with response encryption runs
-//! `TPM2_PolicyPCR` (+ `TPM2_PolicyAuthValue`, the PIN hash set as the
-//! object's auth), its digest is checked against the object's `authPolicy`,
-//! and `TPM2_Unseal` returns the secret.
+//! Unsealing:
+//!
+//! 1. The PCRs are read and compared with the values stored at seal time;
+//!    a difference is refused naming the PCRs (before any PIN is asked).
+//! 2. The parent is recreated and the object loaded (`TPM2_Load`).
+//! 3. With a PIN: a TPM in dictionary-attack lockout
+//!    (`TPMA_PERMANENT.inLockout`) is refused before the PIN is asked;
+//!    then the PIN hash is set as the object's auth.
+//! 4. A policy session salted to the parent, with response encryption,
+//!    runs `TPM2_PolicyPCR` (+ `TPM2_PolicyAuthValue`); its digest must
+//!    equal the object's `authPolicy` (else the record was altered), and
+//!    `TPM2_Unseal` returns the secret.
+//!
+//! The tests check this layout against tpm2-tools: `tpm2_print` reads
+//! `public` and `tpm2_policypcr` + `tpm2_policyauthvalue` give the same
+//! `authPolicy`.
+//!
+//! The TSS libraries print their own diagnostics on stderr (a wrong PIN
+//! shows an `ERROR:esys` line); `TSS2_LOG=all+none` silences them.
 //!
 //! # Stored record ([`Sealed`], JSON)
 //!
