@@ -40,6 +40,7 @@ pub mod procs;
 pub mod run;
 pub mod skip;
 pub mod softhsm;
+pub mod swtpm;
 pub mod tempdir;
 pub mod tree;
 pub mod users;
