@@ -36,6 +36,9 @@ command -v tpm2_pcrextend >/dev/null 2>&1 || need_apt+=(tpm2-tools)
 pkg-config --exists tss2-esys 2>/dev/null || need_apt+=(libtss2-dev pkg-config)
 command -v softhsm2-util >/dev/null 2>&1 || need_apt+=(softhsm2)
 command -v age >/dev/null 2>&1 || need_apt+=(age)
+# FIDO2 protectors load libfido2.so.1 at run time (its tests talk to a
+# software authenticator through it).
+ldconfig -p 2>/dev/null | grep -q 'libfido2\.so\.1 ' || need_apt+=(libfido2-1)
 # aws-lc-sys (fscrypt-crypto's AES-XTS/CBC backend) compiles aws-lc with a C compiler.
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 

@@ -196,6 +196,7 @@ pub(crate) fn error_text(err: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    support::seal::quiet_tss_logs();
     init_logging();
     if commands::mount::invoked_as_helper() {
         return commands::mount::helper_main();

@@ -20,6 +20,18 @@ use zeroize::Zeroizing;
 
 use crate::support::secret;
 
+/// Silences the TSS libraries' own `ERROR:esys:...` lines on stderr (a
+/// wrong TPM PIN would print three of them before our one-line reason),
+/// unless the user set `TSS2_LOG` to see them. Call first thing in `main`.
+#[allow(unsafe_code)]
+pub fn quiet_tss_logs() {
+    if std::env::var_os("TSS2_LOG").is_none() {
+        // SAFETY: called at the start of main, before any thread exists,
+        // so no other thread can read the environment concurrently.
+        unsafe { std::env::set_var("TSS2_LOG", "all+none") };
+    }
+}
+
 /// Where the device of a sealed protector is, for sealing a new one
 /// (`protector add`, `init`, `encrypt --source`) and for unlocking
 /// (`mount --tpm2`, ...). Unlocking uses what the protector's record
