@@ -18,6 +18,7 @@
 //! | [`tree`] | recursive walks of a directory: paths, bytes, grep |
 //! | [`logs`] | capturing this process's `log` records |
 //! | [`env`] | `FSCRYPT_RS_LONG_TESTS` and durations that depend on it |
+//! | `fido` (feature `fido`) | `SoftKey`: a software FIDO2 authenticator on a Unix socket, for the fido2 protector's `unix:` test device |
 //! | [`softhsm`] | a private SoftHSM2 token directory (`SoftHsm`), and [`softhsm::in_child`] to run a test with its own `SOFTHSM2_CONF` |
 //! | `fuse` (feature `fuse`) | the in-process mount harness: a vault mounted by `BackgroundMount`, unmounted on drop |
 //! | `loopfs` (feature `loopdev`) | `LoopExt4`: a scratch ext4 on a loop device (mkfs, losetup, mount; all undone on drop) |
@@ -27,6 +28,8 @@ pub mod alloc;
 pub mod bytes;
 pub mod cli;
 pub mod env;
+#[cfg(feature = "fido")]
+pub mod fido;
 pub mod fixture;
 #[cfg(feature = "fuse")]
 pub mod fuse;
