@@ -800,6 +800,21 @@ fn unseal_error(
     }
 }
 
+/// See [`crate::Sealed::reseal_options`]: `pcrs` if non-empty, else the
+/// record's PCR indices; a PIN if `pin` or the record had one; `tcti` if
+/// given, else the environment's (the record's TCTI is only a hint).
+pub fn reseal_options(sealed: &Sealed, pcrs: &[u8], pin: bool, tcti: Option<&str>) -> SealOptions {
+    SealOptions {
+        tcti: tcti.map(str::to_owned),
+        pcrs: if pcrs.is_empty() {
+            sealed.pcrs.iter().map(|p| p.index).collect()
+        } else {
+            pcrs.to_vec()
+        },
+        pin: pin || sealed.pin,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -966,20 +981,5 @@ mod tests {
         assert_eq!(tpm_rc(&zero(0x921)), Some(RC_LOCKOUT));
         // The TCTI layer's IO error.
         assert_eq!(tpm_rc(&zero(0x000A_000A)), None);
-    }
-}
-
-/// See [`crate::Sealed::reseal_options`]: `pcrs` if non-empty, else the
-/// record's PCR indices; a PIN if `pin` or the record had one; `tcti` if
-/// given, else the environment's (the record's TCTI is only a hint).
-pub fn reseal_options(sealed: &Sealed, pcrs: &[u8], pin: bool, tcti: Option<&str>) -> SealOptions {
-    SealOptions {
-        tcti: tcti.map(str::to_owned),
-        pcrs: if pcrs.is_empty() {
-            sealed.pcrs.iter().map(|p| p.index).collect()
-        } else {
-            pcrs.to_vec()
-        },
-        pin: pin || sealed.pin,
     }
 }
