@@ -110,6 +110,8 @@ pub fn actions(e: ActionError) -> anyhow::Error {
         ActionError::RootNotSetup { .. } => (EXIT_NOT_SETUP, "not_setup"),
         ActionError::WrongLoginPassphrase { .. } => (EXIT_WRONG_SECRET, "wrong_secret"),
         ActionError::AlreadyEncrypted { .. } => (EXIT_ALREADY, "already_encrypted"),
+        ActionError::Seal(s) if s.is_wrong_secret() => (EXIT_WRONG_SECRET, "wrong_secret"),
+        ActionError::Seal(_) => (1, "device"),
         ActionError::NotEmpty { .. } => (EXIT_NOT_EMPTY, "directory_not_empty"),
         ActionError::LoginProtectorExists { .. } | ActionError::AlreadyProtects { .. } => {
             (EXIT_ALREADY, "already_exists")
