@@ -396,8 +396,8 @@ pub fn unseal(
 /// What [`unlock`] did.
 #[derive(Debug, Default)]
 pub struct Attempt {
-    /// The protector that unlocked the directory, if one did.
-    pub unlocked: Option<String>,
+    /// The protector that unlocked the directory and its kind, if one did.
+    pub unlocked: Option<(String, fscrypt_seal::Kind)>,
     /// Each sealed protector that did not, as `(descriptor, kind, one-line
     /// reason)`, in policy order.
     pub refused: Vec<(String, Option<fscrypt_seal::Kind>, String)>,
@@ -452,7 +452,7 @@ pub fn unlock(
         };
         match target.unlock(ctx, &located, &passphrase(&secret)) {
             Ok(()) => {
-                attempt.unlocked = Some(d.clone());
+                attempt.unlocked = Some((d.clone(), sealed.kind()));
                 return Ok(attempt);
             }
             Err(Error::Metadata(fscrypt_metadata::Error::WrongSecret { .. })) => {
