@@ -38,6 +38,7 @@ pub mod mount;
 pub mod procs;
 pub mod run;
 pub mod skip;
+pub mod swtpm;
 pub mod tempdir;
 pub mod tree;
 pub mod users;
