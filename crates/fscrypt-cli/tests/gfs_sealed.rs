@@ -68,8 +68,8 @@ impl Env {
         c.args(args)
             .env("FSCRYPT_CONF", self.tmp.join("fscrypt.conf"))
             .env("FSCRYPT_ROOT_MNT", self.mnt())
-            // The record must remember its TPM: no TCTI from the
-            // environment.
+            // The TPM is named by --tcti only (the record's TCTI is a
+            // hint, never used to connect).
             .env_remove("TPM2TOOLS_TCTI")
             .env_remove("TCTI");
         test_support::run::output(&mut c, stdin)
@@ -83,6 +83,14 @@ impl Env {
     /// Runs `fscrypt-rs`.
     fn rs(&self, args: &[&str], stdin: &[u8]) -> Output {
         self.cmd(BIN, args, stdin)
+    }
+
+    /// `fscrypt-rs unlock DIR --tcti <this swtpm> EXTRA...`.
+    fn unlock(&self, dir: &Path, extra: &[&str], stdin: &[u8]) -> Output {
+        let tcti = self.tpm.tcti();
+        let mut args = vec!["unlock", p(dir), "--tcti", &tcti];
+        args.extend_from_slice(extra);
+        self.rs(&args, stdin)
     }
 
     /// A new directory encrypted by `fscrypt-rs encrypt --source tpm2`
@@ -157,7 +165,7 @@ fn tpm2_directory_unlocks_without_prompt_and_with_recovery_after_pcr_change() {
     ok(&env.rs(&["lock", p(&dir)], b""), "fscrypt-rs lock");
     assert!(!readable(&file, "sealed hello"));
     let t = Instant::now();
-    let o = env.rs(&["unlock", p(&dir)], b"");
+    let o = env.unlock(&dir, &[], b"");
     let took = t.elapsed();
     ok(&o, "fscrypt-rs unlock (tpm2)");
     eprintln!("{test}: fscrypt-rs unlock via tpm2 (swtpm) took {took:?}");
@@ -198,7 +206,7 @@ fn tpm2_directory_unlocks_without_prompt_and_with_recovery_after_pcr_change() {
     // The boot state changes: PCR 7 is extended.
     ok(&env.rs(&["lock", p(&dir)], b""), "fscrypt-rs lock");
     env.tpm.pcr_extend(7, &"11".repeat(32));
-    let o = env.rs(&["unlock", p(&dir)], b"");
+    let o = env.unlock(&dir, &[], b"");
     assert_ne!(code(&o), 0, "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("PCR 7"), "{err}");
@@ -220,14 +228,14 @@ fn tpm2_directory_unlocks_without_prompt_and_with_recovery_after_pcr_change() {
     // So does fscrypt-rs: the TPM refuses, the prompt takes it.
     ok(&env.gfs(&["lock", p(&dir), "--quiet"], b""), "fscrypt lock");
     assert!(!readable(&file, "sealed hello"));
-    let o = env.rs(&["unlock", p(&dir)], recovery.as_bytes());
+    let o = env.unlock(&dir, &[], recovery.as_bytes());
     ok(&o, "fscrypt-rs unlock with the recovery passphrase");
     assert!(String::from_utf8_lossy(&o.stderr).contains("PCR 7"), "{}", text(&o));
     assert!(readable(&file, "sealed hello"));
 
     // A wrong passphrase after the refusal is a wrong passphrase (12).
     ok(&env.rs(&["lock", p(&dir)], b""), "fscrypt-rs lock");
-    let o = env.rs(&["unlock", p(&dir)], b"not-the-recovery-passphrase");
+    let o = env.unlock(&dir, &[], b"not-the-recovery-passphrase");
     assert_eq!(code(&o), 12, "{}", text(&o));
     assert!(!readable(&file, "sealed hello"));
 }
@@ -252,11 +260,11 @@ fn no_sealed_flag_hostile_sidecar_and_destroy() {
 
     // --no-sealed: straight to the passphrase (none on stdin: refused).
     ok(&env.rs(&["lock", p(&dir)], b""), "lock");
-    let o = env.rs(&["unlock", p(&dir), "--no-sealed"], b"");
+    let o = env.unlock(&dir, &["--no-sealed"], b"");
     assert_ne!(code(&o), 0, "{}", text(&o));
     assert!(!readable(&file, "x"));
     ok(
-        &env.rs(&["unlock", p(&dir), "--no-sealed"], recovery.as_bytes()),
+        &env.unlock(&dir, &["--no-sealed"], recovery.as_bytes()),
         "unlock --no-sealed with the recovery passphrase",
     );
     assert!(readable(&file, "x"));
@@ -267,7 +275,7 @@ fn no_sealed_flag_hostile_sidecar_and_destroy() {
     let saved = std::fs::read(&sidecar).unwrap();
     std::fs::remove_file(&sidecar).unwrap();
     std::os::unix::fs::symlink("/etc/hostname", &sidecar).unwrap();
-    let o = env.rs(&["unlock", p(&dir)], recovery.as_bytes());
+    let o = env.unlock(&dir, &[], recovery.as_bytes());
     ok(&o, "unlock with a symlinked sidecar (recovery passphrase)");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("symlink"),

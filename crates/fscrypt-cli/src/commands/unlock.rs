@@ -42,8 +42,9 @@ pub struct Args {
     /// go straight to the passphrase prompt (the recovery passphrase).
     #[arg(long)]
     pub no_sealed: bool,
-    /// Where a sealed protector's device is (default: what its record
-    /// remembers).
+    /// Where a sealed protector's device is (tpm2: --tcti, else
+    /// $TPM2TOOLS_TCTI, $TCTI, /dev/tpmrm0; pkcs11: the record's module and
+    /// token unless given).
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Secrets.
