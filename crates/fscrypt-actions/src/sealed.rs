@@ -114,7 +114,7 @@ pub fn passphrase(secret: &Secret) -> Zeroizing<Vec<u8>> {
     let mut out = Zeroizing::new(Vec::with_capacity(PASSPHRASE_LEN));
     let mut symbols = 0usize;
     let mut push = |out: &mut Vec<u8>, v: u32| {
-        if symbols > 0 && symbols % 4 == 0 {
+        if symbols > 0 && symbols.is_multiple_of(4) {
             out.push(b'-');
         }
         out.push(ALPHABET[(v & 31) as usize]);
@@ -165,7 +165,8 @@ pub fn sidecar_path(store: &Store, d: &str) -> Result<PathBuf> {
 
 fn check_descriptor(d: &str) -> Result<()> {
     let ok = d.len() == fscrypt_metadata::proto::DESCRIPTOR_LEN_V1
-        && d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        && d.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if ok {
         Ok(())
     } else {
@@ -300,7 +301,8 @@ pub fn read(store: &Store, d: &str) -> Result<Option<Sealed>> {
 fn read_json(store: &Store, d: &str) -> Result<Option<(PathBuf, serde_json::Value)>> {
     let path = sidecar_path(store, d)?;
     store.check_setup()?;
-    if !check_dir(store, &store.base_dir().join(OWN_DIR))? || !check_dir(store, &sidecar_dir(store))?
+    if !check_dir(store, &store.base_dir().join(OWN_DIR))?
+        || !check_dir(store, &sidecar_dir(store))?
     {
         return Ok(None);
     }
@@ -430,7 +432,10 @@ pub fn unlock(
 ) -> Result<Attempt> {
     let mut attempt = Attempt::default();
     let slots: Vec<String> = target.slots().iter().map(|s| (*s).to_owned()).collect();
-    for d in slots.iter().filter(|d| only.is_none_or(|o| o == d.as_str())) {
+    for d in slots
+        .iter()
+        .filter(|d| only.is_none_or(|o| o == d.as_str()))
+    {
         let Ok(located) = protector::locate(ctx, &target.store, d) else {
             continue;
         };
@@ -505,7 +510,10 @@ mod tests {
             std::str::from_utf8(&p).unwrap(),
             "000g-40r4-0m30-e209-185g-r38e-1w81-24gk-2gah-c5rr-34d1-p70x-3rfg"
         );
-        assert!(p.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-'));
+        assert!(
+            p.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        );
         assert!(!p.iter().any(|c| b"ilou".contains(c)));
     }
 
@@ -552,7 +560,10 @@ mod tests {
             std::fs::metadata(sidecar_dir(&store)).unwrap().mode() & 0o1777,
             std::fs::metadata(store.protector_dir()).unwrap().mode() & 0o1777
         );
-        assert_eq!(read_json(&store, D).unwrap(), Some((path.clone(), record())));
+        assert_eq!(
+            read_json(&store, D).unwrap(),
+            Some((path.clone(), record()))
+        );
         assert!(remove(&store, D).unwrap());
         assert!(!remove(&store, D).unwrap());
         assert!(read(&store, D).unwrap().is_none());

@@ -100,7 +100,15 @@ impl Env {
         std::fs::create_dir(&d).unwrap();
         let tcti = self.tpm.tcti();
         let o = self.rs(
-            &["encrypt", p(&d), "--source", "tpm2", "--tcti", &tcti, "--json"],
+            &[
+                "encrypt",
+                p(&d),
+                "--source",
+                "tpm2",
+                "--tcti",
+                &tcti,
+                "--json",
+            ],
             b"",
         );
         ok(&o, "fscrypt-rs encrypt --source tpm2");
@@ -191,7 +199,14 @@ fn tpm2_directory_unlocks_without_prompt_and_with_recovery_after_pcr_change() {
         text(&st)
     );
     ok(
-        &env.gfs(&["metadata", "dump", &format!("--protector={}:{desc}", p(env.mnt()))], b""),
+        &env.gfs(
+            &[
+                "metadata",
+                "dump",
+                &format!("--protector={}:{desc}", p(env.mnt())),
+            ],
+            b"",
+        ),
         "fscrypt metadata dump",
     );
     // fscrypt-rs status shows the sealed record.
@@ -230,7 +245,11 @@ fn tpm2_directory_unlocks_without_prompt_and_with_recovery_after_pcr_change() {
     assert!(!readable(&file, "sealed hello"));
     let o = env.unlock(&dir, &[], recovery.as_bytes());
     ok(&o, "fscrypt-rs unlock with the recovery passphrase");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("PCR 7"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("PCR 7"),
+        "{}",
+        text(&o)
+    );
     assert!(readable(&file, "sealed hello"));
 
     // A wrong passphrase after the refusal is a wrong passphrase (12).
@@ -290,7 +309,10 @@ fn no_sealed_flag_hostile_sidecar_and_destroy() {
     // the sidecar away.
     let prot = format!("{}:{desc}", p(env.mnt()));
     ok(
-        &env.rs(&["metadata", "destroy", "--protector", &prot, "--force"], b""),
+        &env.rs(
+            &["metadata", "destroy", "--protector", &prot, "--force"],
+            b"",
+        ),
         "metadata destroy --protector --force",
     );
     assert!(std::fs::symlink_metadata(&sidecar).is_err());

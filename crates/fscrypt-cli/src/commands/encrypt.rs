@@ -222,7 +222,11 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             Chosen::open(l.store, l.data, &secret).map_err(gfs::actions)?
         }
         None => {
-            if let Some(kind) = args.source.as_deref().and_then(fscrypt_seal::Kind::from_label) {
+            if let Some(kind) = args
+                .source
+                .as_deref()
+                .and_then(fscrypt_seal::Kind::from_label)
+            {
                 let (chosen, new) = sealed_protector(&args, &store, config, kind)?;
                 return encrypt_with(&args, &ctx, &store, config, chosen, start, Some(new));
             }
@@ -461,7 +465,10 @@ fn encrypt_with(
     // protector goes, and taken away again if the encryption fails.
     let sidecar = match &new_sealed {
         Some(n) => {
-            let (pstore, d) = (chosen.store.clone(), chosen.protector.protector_descriptor.clone());
+            let (pstore, d) = (
+                chosen.store.clone(),
+                chosen.protector.protector_descriptor.clone(),
+            );
             sealed::write(&pstore, &d, &n.record).map_err(gfs::actions)?;
             Some((pstore, d))
         }

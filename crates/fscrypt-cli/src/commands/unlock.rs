@@ -80,7 +80,10 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             if already {
                 println!("{} is already unlocked.", dir.display());
             } else if let Some(kind) = sealed {
-                println!("{} is now unlocked (by its {kind} protector).", dir.display());
+                println!(
+                    "{} is now unlocked (by its {kind} protector).",
+                    dir.display()
+                );
             } else {
                 println!("{} is now unlocked.", dir.display());
             }
