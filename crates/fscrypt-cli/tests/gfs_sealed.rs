@@ -317,3 +317,113 @@ fn no_sealed_flag_hostile_sidecar_and_destroy() {
     );
     assert!(std::fs::symlink_metadata(&sidecar).is_err());
 }
+
+/// A TPM2 protector with a PIN: the PIN comes from --pin-file (never
+/// stdin, which stays for the passphrase); a wrong PIN is refused as
+/// such and the recovery passphrase still unlocks; flags of another kind
+/// or a passphrase source are refused before anything is written.
+#[test]
+fn tpm2_pin_and_refused_options() {
+    let test = "tpm2_kernel_pin";
+    let Some(env) = Env::new(test) else {
+        return;
+    };
+    let tcti = env.tpm.tcti();
+    let pin = env.tmp.join("pin");
+    std::fs::write(&pin, "2468\n").unwrap();
+    let bad_pin = env.tmp.join("bad-pin");
+    std::fs::write(&bad_pin, "1357\n").unwrap();
+    let d = env.mnt().join("pinned");
+    std::fs::create_dir(&d).unwrap();
+
+    // Refusals: a pkcs11 flag, a passphrase file.
+    let before = std::fs::read_dir(env.mnt().join(".fscrypt/protectors"))
+        .unwrap()
+        .count();
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d),
+            "--source",
+            "tpm2",
+            "--tcti",
+            &tcti,
+            "--token",
+            "t",
+        ],
+        b"",
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--token"),
+        "{}",
+        text(&o)
+    );
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d),
+            "--source",
+            "tpm2",
+            "--tcti",
+            &tcti,
+            "--passfile",
+            p(&pin),
+        ],
+        b"",
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--passfile"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_dir(env.mnt().join(".fscrypt/protectors"))
+            .unwrap()
+            .count(),
+        before
+    );
+
+    let o = env.rs(
+        &[
+            "encrypt",
+            p(&d),
+            "--source",
+            "tpm2",
+            "--tcti",
+            &tcti,
+            "--pin",
+            "--pin-file",
+            p(&pin),
+            "--name",
+            "tpm with pin",
+            "--json",
+        ],
+        b"",
+    );
+    ok(&o, "encrypt --source tpm2 --pin");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["sealed"]["pin"], "yes", "{j}");
+    assert_eq!(j["protector"]["name"], "tpm with pin", "{j}");
+    let recovery = j["recovery_passphrase"].as_str().unwrap().to_owned();
+    let file = d.join("f");
+    std::fs::write(&file, "pinned").unwrap();
+
+    ok(&env.rs(&["lock", p(&d)], b""), "lock");
+    ok(
+        &env.unlock(&d, &["--pin-file", p(&pin)], b""),
+        "unlock with the right PIN",
+    );
+    assert!(readable(&file, "pinned"));
+
+    ok(&env.rs(&["lock", p(&d)], b""), "lock");
+    let o = env.unlock(&d, &["--pin-file", p(&bad_pin)], recovery.as_bytes());
+    ok(&o, "unlock: wrong PIN, then the recovery passphrase");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("wrong TPM PIN"),
+        "{}",
+        text(&o)
+    );
+    assert!(readable(&file, "pinned"));
+}
