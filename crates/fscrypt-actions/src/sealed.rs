@@ -68,6 +68,11 @@
 //! following symlinks, a regular file of a trusted owner, at most
 //! [`MAX_SIDECAR_LEN`] bytes, every field checked ([`read`]).
 //!
+//! `metadata reseal` ([`reseal`]) seals the same secret again (new PCR
+//! values, another PIN choice) from the recovery passphrase, which
+//! [`secret_of_passphrase`] turns back into the secret; the protector and
+//! its passphrase do not change.
+//!
 //! A sidecar is only ever consulted for a protector of the policy being
 //! unlocked; one left behind by a removed protector is harmless (and
 //! `metadata destroy-protector` removes it). After `metadata
@@ -135,6 +140,75 @@ pub fn passphrase(secret: &Secret) -> Zeroizing<Vec<u8>> {
         push(&mut out, *acc << (5 - bits));
     }
     out
+}
+
+/// The secret a [`passphrase`] was made from, read leniently as
+/// Crockford's decoding rule says (upper or lower case, `i`/`l` read as
+/// `1` and `o` as `0`, dashes and blanks ignored): `None` when it is not
+/// 52 symbols of the alphabet whose last 4 padding bits are zero.
+pub fn secret_of_passphrase(text: &[u8]) -> Option<Secret> {
+    let mut out = Zeroizing::new([0u8; fscrypt_seal::SECRET_SIZE]);
+    let mut acc = Zeroizing::new(0u32);
+    let (mut bits, mut n, mut symbols) = (0u32, 0usize, 0usize);
+    for &c in text {
+        let c = match c.to_ascii_lowercase() {
+            b'-' | b' ' | b'\t' => continue,
+            b'i' | b'l' => b'1',
+            b'o' => b'0',
+            c => c,
+        };
+        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        symbols += 1;
+        *acc = (*acc << 5) | v;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            if n == out.len() {
+                return None;
+            }
+            out[n] = (*acc >> bits) as u8;
+            n += 1;
+            *acc &= (1 << bits) - 1;
+        }
+    }
+    (symbols == 52 && n == out.len() && bits == 4 && *acc == 0).then(|| Secret::from_bytes(out))
+}
+
+/// Seals the secret of the located sealed protector `p` again, as
+/// `options` say (e.g. to the TPM's current PCR values after a deliberate
+/// firmware or boot change), and replaces its sidecar. The secret comes
+/// from `pass`, its passphrase (the recovery passphrase, read as
+/// [`secret_of_passphrase`] reads it), checked against the protector
+/// first; the passphrase does not change, so google/fscrypt and the
+/// recovery passphrase on paper are unaffected. Returns the new record.
+///
+/// # Errors
+/// [`Error::Usage`] when `p` has no sidecar or `pass` is no passphrase of
+/// this encoding; [`fscrypt_metadata::Error::WrongSecret`] when it does
+/// not open the protector; [`Error::Seal`] from the device; the write.
+pub fn reseal(
+    p: &Located,
+    pass: &[u8],
+    options: &fscrypt_seal::SealOptions,
+    ui: &mut dyn Interaction,
+) -> Result<Sealed> {
+    let d = &p.data.protector_descriptor;
+    if of(p)?.is_none() {
+        return Err(Error::Usage(format!(
+            "protector {d} is not a sealed protector (it has no {})",
+            sidecar_path(&p.store, d)?.display()
+        )));
+    }
+    let Some(secret) = secret_of_passphrase(pass) else {
+        return Err(Error::Usage(format!(
+            "that is not the recovery passphrase of a sealed protector (52 symbols of \
+             0-9a-z in groups of 4, as `encrypt` printed it) for protector {d}"
+        )));
+    };
+    protector::open(&p.data, &passphrase(&secret))?;
+    let sealed = fscrypt_seal::seal(options, &secret, ui)?;
+    write(&p.store, d, &sealed)?;
+    Ok(sealed)
 }
 
 /// The sidecar as stored (see the module doc).
@@ -482,6 +556,40 @@ mod tests {
 
     fn secret(bytes: [u8; 32]) -> Secret {
         Secret::from_bytes(Zeroizing::new(bytes))
+    }
+
+    #[test]
+    fn passphrase_decodes_back_leniently() {
+        let mut b = [0u8; 32];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (i as u8).wrapping_mul(37).wrapping_add(5);
+        }
+        let p = passphrase(&secret(b));
+        let back = secret_of_passphrase(&p).unwrap();
+        assert_eq!(back.as_bytes(), &b);
+        let upper: Vec<u8> = p
+            .iter()
+            .filter(|&&c| c != b'-')
+            .map(u8::to_ascii_uppercase)
+            .collect();
+        assert_eq!(secret_of_passphrase(&upper).unwrap().as_bytes(), &b);
+        // Crockford's aliases: o for 0, i and l for 1.
+        let zeros = "0000-0000-0000-0000-0000-0000-0000-0000-0000-0000-0000-0000-0000";
+        let aliased = zeros.replacen('0', "o", 3).replacen('0', "O", 1);
+        assert_eq!(
+            secret_of_passphrase(aliased.as_bytes()).unwrap().as_bytes(),
+            &[0; 32]
+        );
+        // Too short, too long, a letter outside the alphabet, padding bits
+        // set.
+        assert!(secret_of_passphrase(&zeros.as_bytes()[..zeros.len() - 1]).is_none());
+        assert!(secret_of_passphrase(format!("{zeros}0").as_bytes()).is_none());
+        assert!(secret_of_passphrase(zeros.replacen('0', "u", 1).as_bytes()).is_none());
+        let mut padded = zeros.to_owned();
+        padded.pop();
+        padded.push('1');
+        assert!(secret_of_passphrase(padded.as_bytes()).is_none());
+        assert!(secret_of_passphrase(b"").is_none());
     }
 
     #[test]

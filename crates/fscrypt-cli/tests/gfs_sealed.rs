@@ -257,6 +257,36 @@ fn tpm2_directory_unlocks_without_prompt_and_with_recovery_after_pcr_change() {
     let o = env.unlock(&dir, &[], b"not-the-recovery-passphrase");
     assert_eq!(code(&o), 12, "{}", text(&o));
     assert!(!readable(&file, "sealed hello"));
+    // metadata reseal: the same secret sealed to PCR 7's new value. The
+    // TPM refuses, so the recovery passphrase is asked (read leniently:
+    // upper case, no dashes); one of the right form that does not open
+    // the protector is a wrong passphrase (12) and changes nothing.
+    let prot = format!("{}:{desc}", p(env.mnt()));
+    let tcti = env.tpm.tcti();
+    let reseal = |stdin: &[u8]| {
+        env.rs(
+            &["metadata", "reseal", "--protector", &prot, "--tcti", &tcti],
+            stdin,
+        )
+    };
+    let before = std::fs::read(&sidecar).unwrap();
+    let o = reseal("0000-".repeat(13).trim_end_matches('-').as_bytes());
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert_eq!(std::fs::read(&sidecar).unwrap(), before);
+    let typed = recovery.to_uppercase().replace('-', "");
+    ok(&reseal(typed.as_bytes()), "metadata reseal");
+    assert_ne!(std::fs::read(&sidecar).unwrap(), before);
+    let o = env.unlock(&dir, &[], b"");
+    ok(&o, "fscrypt-rs unlock (tpm2) after the reseal");
+    assert!(readable(&file, "sealed hello"));
+    // The protector did not change: google/fscrypt takes the same
+    // recovery passphrase.
+    ok(&env.gfs(&["lock", p(&dir), "--quiet"], b""), "fscrypt lock");
+    ok(
+        &env.gfs(&["unlock", p(&dir), "--quiet"], recovery.as_bytes()),
+        "fscrypt unlock with the recovery passphrase after the reseal",
+    );
+    assert!(readable(&file, "sealed hello"));
 }
 
 /// `--no-sealed` skips the TPM (the prompt gets the passphrase); a
