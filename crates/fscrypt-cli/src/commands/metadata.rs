@@ -285,6 +285,8 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
 
 /// `metadata reseal`: the same secret sealed again
 /// ([`fscrypt_actions::sealed::reseal`]).
+// The seal module's options may have more fields than the flags set.
+#[allow(clippy::needless_update)]
 fn reseal(a: ResealArgs) -> anyhow::Result<ExitCode> {
     use fscrypt_actions::sealed;
     let ctx = Context::for_caller();
