@@ -75,7 +75,7 @@
 //!
 //! A sidecar is only ever consulted for a protector of the policy being
 //! unlocked; one left behind by a removed protector is harmless (and
-//! `metadata destroy-protector` removes it). After `metadata
+//! `metadata destroy --protector` removes it). After `metadata
 //! change-passphrase` the sealed secret no longer opens the protector, so
 //! the sidecar is removed there too.
 

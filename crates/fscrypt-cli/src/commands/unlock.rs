@@ -109,12 +109,21 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             return done(false, Some(d), Some(*kind));
         }
         for (d, kind, why) in &attempt.refused {
+            let reseal = if *kind == Some(fscrypt_seal::Kind::Tpm2) {
+                format!(
+                    " (after a change you made on purpose, `fscrypt-rs metadata reseal \
+                     --protector {}:{d}` seals it to the new values)",
+                    target.store.mount().display()
+                )
+            } else {
+                String::new()
+            };
             let kind = kind.map(|k| format!("{k} ")).unwrap_or_default();
             eprintln!(
-                "fscrypt-rs: {kind}protector {d} did not unlock {}: {why}; asking for its \
-                 (recovery) passphrase instead",
+                "fscrypt-rs: {kind}protector {d} did not unlock {}: {why}",
                 dir.display()
             );
+            eprintln!("fscrypt-rs: asking for its recovery passphrase instead{reseal}");
         }
     }
     let located = match &args.unlock_with {
