@@ -23,6 +23,10 @@ pub enum Error {
     /// An in-place conversion (`encrypt --convert`) failed or was refused.
     #[error(transparent)]
     Convert(#[from] ConvertError),
+    /// A sealed protector's device refused or could not be reached
+    /// ([`crate::sealed`]).
+    #[error(transparent)]
+    Seal(#[from] fscrypt_seal::Error),
     /// A file or directory could not be examined or written.
     #[error("{}: {source}", path.display())]
     Io {

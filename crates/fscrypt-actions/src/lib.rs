@@ -18,6 +18,7 @@
 //! | [`create`] | encrypting a directory: protector, policy, key, policy set, undone on failure |
 //! | [`login`] | login protectors at login: unlock, lock, re-wrap (the PAM module's flow) |
 //! | [`metadata`] | metadata management: create, destroy, link and re-key protectors and policies; dump (`fscrypt-rs metadata`) |
+//! | [`sealed`] | sealed protectors on kernel directories: a `custom_passphrase` protector whose passphrase a TPM2, PKCS#11 token or FIDO2 authenticator releases; the sidecar keeping the sealed record |
 //! | [`offline`] | unlocking an unmounted filesystem (an image) from its metadata given as bytes: choose, open, unwrap every policy |
 //! | [`setup`] | the global config (calibrated costs) and a filesystem's `.fscrypt` (`fscrypt-rs setup`) |
 //! | [`convert`] | in-place, resumable conversion of a non-empty directory (`encrypt --convert`) |
@@ -39,6 +40,7 @@ pub mod offline;
 pub mod pam_auth;
 pub mod policy;
 pub mod protector;
+pub mod sealed;
 pub mod setup;
 pub mod source;
 

@@ -322,7 +322,15 @@ pub fn destroy_protector(ctx: &Context, r: At<'_>, force: bool) -> Result<Destro
             store.mount().display()
         )));
     }
+    // The sidecar of a sealed protector goes with its file (a link's
+    // protector, and so its sidecar, is on the other filesystem).
+    let own_file = store.link(r.id)?.is_none();
     store.remove_protector(r.id)?;
+    if own_file {
+        // Best effort: a sidecar left behind is never consulted again (it
+        // is read only for a protector of the policy being unlocked).
+        let _ = crate::sealed::remove(&store, r.id);
+    }
     Ok(DestroyedProtector {
         mount: store.mount().to_path_buf(),
         policies_affected: users,
@@ -430,6 +438,10 @@ pub fn change_passphrase(ctx: &Context, r: At<'_>, get: &mut GetSecret<'_>) -> R
     let new = get(SecretFor::Replacement { protector: &prot })?;
     let q = actions::rewrap_open_protector(&prot, &key, &new, &config.hash_costs)?;
     pstore.put_protector(&q)?;
+    // A sealed protector's device releases the old passphrase, which no
+    // longer opens it: its sidecar goes (best effort; a stale one is only
+    // reported as a refusal at unlock).
+    let _ = crate::sealed::remove(&pstore, &q.protector_descriptor);
     Ok(ProtectorOn {
         mount: pstore.mount().to_path_buf(),
         protector: q,

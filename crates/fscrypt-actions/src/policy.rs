@@ -284,6 +284,9 @@ pub struct ProtectorEntry {
     /// The mount point of the filesystem holding it, when it was reached
     /// through a link file (a login protector on the login filesystem).
     pub linked_from: Option<PathBuf>,
+    /// The sealed record of its sidecar, when it is a sealed protector
+    /// ([`crate::sealed`]), or why the sidecar cannot be read.
+    pub sealed: Option<std::result::Result<fscrypt_seal::Sealed, String>>,
 }
 
 /// A policy as `status` lists it on a mount point.
@@ -358,6 +361,11 @@ pub fn status(
                     .and_then(|l| l.path),
                 _ => None,
             },
+            sealed: located
+                .as_ref()
+                .ok()
+                .and_then(|l| crate::sealed::of(l).transpose())
+                .map(|r| r.map_err(|e| e.to_string())),
             data: located.map(|l| l.data).map_err(|e| e.to_string()),
         }
     };

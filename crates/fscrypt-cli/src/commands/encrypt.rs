@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fscrypt_actions::convert::{self, Conversion, Phase};
 use fscrypt_actions::create::{self, Chosen, Created};
-use fscrypt_actions::{Context, User, protector};
+use fscrypt_actions::{Context, User, protector, sealed};
 use fscrypt_metadata::config::Config;
 use fscrypt_metadata::proto::{ProtectorData, SourceType};
 use fscrypt_metadata::recovery;
@@ -22,6 +22,7 @@ use crate::support::gfs::{
     self, EXIT_CONVERT_REFUSED, MountId, OutputArgs, SecretArgs, convert_failure,
 };
 use crate::support::kernel;
+use crate::support::seal::{DeviceArgs, Prompter, SealArgs};
 
 /// Arguments of `fscrypt-rs encrypt`.
 #[derive(clap::Args, Debug)]
@@ -43,7 +44,15 @@ use crate::support::kernel;
                   is kept and named (exit 1). A \
                   crash or Ctrl-C leaves the original untouched or the result complete; rerun \
                   the same command to continue. Deleted plaintext blocks may stay readable on \
-                  the device until overwritten.\n\nExit status: 0 done; 12 wrong passphrase or \
+                  the device until overwritten.\n\nWith --source tpm2|pkcs11|fido2 (and the device \
+                  flags --tcti, --pcrs, --pin, --module, --token, --device, --pin-file), the new \
+                  protector is a google/fscrypt custom_passphrase protector whose random \
+                  passphrase is sealed to that device (the sealed record is kept in \
+                  MOUNT/.fscrypt/fscrypt-rs/sealed/): `fscrypt-rs unlock` needs no passphrase. The \
+                  passphrase is printed once (even with --quiet; in the JSON as \
+                  recovery_passphrase) as the recovery passphrase: with it, google/fscrypt's \
+                  `fscrypt unlock` and `fscrypt-rs unlock` unlock DIR when the device refuses \
+                  (PCRs changed) or is gone.\n\nExit status: 0 done; 12 wrong passphrase or \
                   key; 22 not set up; 23 DIR not empty (without --convert); 25 DIR already \
                   encrypted; 26 no encryption support; 27 --convert refused (mount point, open \
                   files, too little space, a hard link to outside DIR, or not root and \
@@ -58,8 +67,12 @@ pub struct Args {
     /// atomically, remove the plaintext (resumable: rerun to continue).
     #[arg(long)]
     pub convert: bool,
-    /// Source of a new protector (default: the config's).
-    #[arg(long, value_parser = ["custom_passphrase", "raw_key", "pam_passphrase"])]
+    /// Source of a new protector (default: the config's). `tpm2`,
+    /// `pkcs11`, `fido2`: a custom_passphrase protector (google/fscrypt
+    /// unlocks it) whose random passphrase is sealed to that device, so
+    /// `fscrypt-rs unlock` needs no prompt; the passphrase is printed once
+    /// as the recovery passphrase.
+    #[arg(long, value_parser = ["custom_passphrase", "raw_key", "pam_passphrase", "tpm2", "pkcs11", "fido2"])]
     pub source: Option<String>,
     /// For `--source pam_passphrase`: the user whose login protector (on
     /// the root filesystem, `$FSCRYPT_ROOT_MNT` or `/`) protects DIR;
@@ -105,9 +118,25 @@ pub struct Args {
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
+    /// Where the device of a sealed protector is (`--source tpm2|pkcs11|fido2`,
+    /// or a sealed protector given with --protector / --unlock-with).
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// How a new sealed protector is sealed.
+    #[command(flatten)]
+    pub seal: SealArgs,
     /// `--json`, `--quiet`.
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// A new sealed protector's passphrase and record, until the sidecar is
+/// written beside it.
+struct NewSealed {
+    /// The passphrase (the recovery passphrase shown once).
+    pass: zeroize::Zeroizing<Vec<u8>>,
+    /// The record for the sidecar.
+    record: fscrypt_seal::Sealed,
 }
 
 /// Runs `fscrypt-rs encrypt`.
@@ -186,17 +215,28 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
             let pstore = ctx.store_at_checked(&r.mount).map_err(gfs::actions)?;
             let l = protector::locate(&ctx, &pstore, &r.id).map_err(gfs::actions)?;
             let what = format!("protector {}", r.id);
-            let secret = gfs::read_secret(&args.secret, l.data.source_type(), &what, false)?;
+            let secret = match gfs::sealed_passphrase(&args.device, &l) {
+                Some(p) => p,
+                None => gfs::read_secret(&args.secret, l.data.source_type(), &what, false)?,
+            };
             Chosen::open(l.store, l.data, &secret).map_err(gfs::actions)?
         }
         None => {
+            if let Some(kind) = args
+                .source
+                .as_deref()
+                .and_then(fscrypt_seal::Kind::from_label)
+            {
+                let (chosen, new) = sealed_protector(&args, &store, config, kind)?;
+                return encrypt_with(&args, &ctx, &store, config, chosen, start, Some(new));
+            }
             let source = match args.source.as_deref() {
                 Some(s) => SourceType::from_name(s).unwrap_or(SourceType::CustomPassphrase),
                 None => config.source,
             };
             if source == SourceType::PamPassphrase {
                 let chosen = login_protector(&args, &ctx, config)?;
-                return encrypt_with(&args, &ctx, &store, config, chosen, start);
+                return encrypt_with(&args, &ctx, &store, config, chosen, start, None);
             }
             if args.user.is_some() {
                 anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
@@ -219,7 +259,81 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
                 .map_err(gfs::actions)?
         }
     };
-    encrypt_with(&args, &ctx, &store, config, chosen, start)
+    encrypt_with(&args, &ctx, &store, config, chosen, start, None)
+}
+
+/// A new sealed protector of `kind` (`--source tpm2|pkcs11|fido2`): a
+/// random secret sealed to the device, its passphrase
+/// ([`sealed::passphrase`]) made into a custom_passphrase protector as
+/// `--source custom_passphrase` makes one, named `--name` or after the
+/// kind ("tpm2", "tpm2 (2)", ...).
+fn sealed_protector(
+    args: &Args,
+    store: &Store,
+    config: &Config,
+    kind: fscrypt_seal::Kind,
+) -> anyhow::Result<(Chosen, NewSealed)> {
+    if args.user.is_some() {
+        anyhow::bail!("--user is for login protectors: add --source pam_passphrase");
+    }
+    if args.secret.key.is_some() || args.secret.pass.is_given() {
+        anyhow::bail!(
+            "--key, --passfile and --extpass do not apply to --source {kind}: its passphrase is \
+             random, sealed to the device, and printed once as the recovery passphrase"
+        );
+    }
+    let name = match &args.name {
+        Some(name) => {
+            if let Some(d) = create::protector_named(store, name).map_err(gfs::actions)? {
+                anyhow::bail!(
+                    "there is already a protector named {name:?} ({d}); use --protector {}:{d} or another --name",
+                    store.mount().display()
+                );
+            }
+            name.clone()
+        }
+        None => {
+            let mut name = kind.label().to_owned();
+            let mut n = 1;
+            while create::protector_named(store, &name)
+                .map_err(gfs::actions)?
+                .is_some()
+            {
+                n += 1;
+                name = format!("{kind} ({n})");
+            }
+            name
+        }
+    };
+    let options = args.seal.options(kind, &args.device)?;
+    let mut ui = Prompter::new(args.device.pin_file.as_deref(), None);
+    let (secret, record) = crate::support::seal::seal_new(&options, &mut ui)?;
+    let pass = sealed::passphrase(&secret);
+    let chosen = Chosen::new(
+        store.clone(),
+        SourceType::CustomPassphrase,
+        &name,
+        &config.hash_costs,
+        &pass,
+        0,
+    )
+    .map_err(gfs::actions)?;
+    Ok((chosen, NewSealed { pass, record }))
+}
+
+/// The recovery passphrase of a new sealed protector, shown once (text
+/// mode; even with --quiet, as there is no other copy).
+fn print_recovery_passphrase(dir: &Path, kind: fscrypt_seal::Kind, pass: &[u8]) {
+    let pass = String::from_utf8_lossy(pass);
+    let dir = dir.display();
+    println!(
+        "\nRecovery passphrase of the {kind} protector (shown only now; write it down and keep it \
+         away from this machine):\n\n    {pass}\n\n`fscrypt-rs unlock {dir}` asks the {kind} device \
+         and needs no passphrase. When the device refuses (for tpm2: a firmware, Secure Boot or \
+         boot change to its PCRs; a lost token or key), unlock with `fscrypt unlock {dir}` \
+         (google/fscrypt) or `fscrypt-rs unlock {dir}` and type the recovery passphrase exactly \
+         as shown.\n"
+    );
 }
 
 /// How a conversion begins once the protector is chosen.
@@ -326,6 +440,7 @@ fn encrypt_with(
     config: &Config,
     chosen: Chosen,
     start: Option<Start>,
+    new_sealed: Option<NewSealed>,
 ) -> anyhow::Result<ExitCode> {
     let mut conv = match start {
         None => None,
@@ -346,6 +461,19 @@ fn encrypt_with(
     let options = create::policy_options(&config.options, args.policy_options.as_deref())
         .map_err(gfs::actions)?;
     let recovery_for = (!args.no_recovery).then_some(args.dir.as_path());
+    // A sealed protector's sidecar is written first, beside where the
+    // protector goes, and taken away again if the encryption fails.
+    let sidecar = match &new_sealed {
+        Some(n) => {
+            let (pstore, d) = (
+                chosen.store.clone(),
+                chosen.protector.protector_descriptor.clone(),
+            );
+            sealed::write(&pstore, &d, &n.record).map_err(gfs::actions)?;
+            Some((pstore, d))
+        }
+        None => None,
+    };
     let made = create::create(
         ctx,
         store,
@@ -355,7 +483,21 @@ fn encrypt_with(
         recovery_for,
         &config.hash_costs,
     )
-    .map_err(gfs::actions)?;
+    .map_err(|e| {
+        if let Some((pstore, d)) = &sidecar {
+            let _ = sealed::remove(pstore, d);
+        }
+        gfs::actions(e)
+    })?;
+    let sealed_json = new_sealed.as_ref().map(|n| gfs::sealed_json(&n.record));
+    if let Some(n) = &new_sealed
+        && !args.out.json
+    {
+        print_recovery_passphrase(&args.dir, n.record.kind(), &n.pass);
+    }
+    let recovery_passphrase = new_sealed
+        .as_ref()
+        .map(|n| String::from_utf8_lossy(&n.pass).into_owned());
     let Created {
         policy,
         kernel: kpolicy,
@@ -378,6 +520,8 @@ fn encrypt_with(
             "options": gfs::options_json(&policy.opts()),
             "protector": gfs::protector_json(&protector),
             "protector_created": new_protector,
+            "sealed": sealed_json,
+            "recovery_passphrase": recovery_passphrase,
         });
         // The recovery instructions wait, encrypted under the new policy,
         // in a directory of their own beside DIR (the conversion's work
@@ -433,6 +577,8 @@ fn encrypt_with(
             "unlocked": !args.skip_unlock,
             "recovery_protector": recovery.as_ref().map(|(_, rp)| gfs::protector_json(rp)),
             "recovery_readme": readme.as_ref().map(|p| p.display().to_string()),
+            "sealed": sealed_json,
+            "recovery_passphrase": recovery_passphrase,
         }))?;
     } else if !args.out.quiet {
         println!(
@@ -492,7 +638,10 @@ fn encrypt_with_policy(args: &Args, ctx: &Context, r: &MountId) -> anyhow::Resul
         gfs::describe_protector(&located.data),
         located.data.protector_descriptor
     );
-    let secret = gfs::read_secret(&args.secret, located.data.source_type(), &what, false)?;
+    let secret = match gfs::sealed_passphrase(&args.device, &located) {
+        Some(p) => p,
+        None => gfs::read_secret(&args.secret, located.data.source_type(), &what, false)?,
+    };
     let was_present =
         create::apply_existing(ctx, &target, &located, &secret).map_err(gfs::actions)?;
     // A key that was already there serves other directories: it stays.

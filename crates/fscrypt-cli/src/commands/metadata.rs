@@ -50,6 +50,50 @@ pub enum Sub {
     /// Re-wrap a protector under a new passphrase (or raw key); the
     /// policies it protects stay reachable.
     ChangePassphrase(ChangeArgs),
+    /// Seal a sealed protector's secret (`encrypt --source tpm2`) to the
+    /// TPM again, e.g. to its PCRs' current values after a deliberate
+    /// firmware or boot change; its passphrase (the recovery passphrase)
+    /// does not change.
+    Reseal(ResealArgs),
+}
+
+/// Arguments of `metadata reseal`.
+#[derive(clap::Args, Debug)]
+#[command(
+    long_about = "Seal the secret of a tpm2 protector made by `encrypt --source tpm2` again: \
+                  to the TPM's current PCR values (after a firmware, Secure Boot or boot change \
+                  you made on purpose), to other PCRs (--pcrs) or with a PIN (--pin). The \
+                  secret comes from the TPM when it still releases it, else from the recovery \
+                  passphrase (terminal, --passfile, --extpass or the first line of stdin; case \
+                  and dashes do not matter). The protector and its passphrase stay as they \
+                  are: google/fscrypt and the recovery passphrase keep working. Exit status: 0 \
+                  done; 12 wrong passphrase or PIN; 21 unsafe metadata; 24 no such protector; \
+                  1 error."
+)]
+pub struct ResealArgs {
+    /// The sealed protector.
+    #[arg(long, value_name = "MOUNTPOINT:ID")]
+    pub protector: MountId,
+    /// Seal to these PCRs of the SHA-256 bank (default: the ones it was
+    /// sealed to).
+    #[arg(long, value_name = "N[,N..]", value_delimiter = ',')]
+    pub pcrs: Vec<u8>,
+    /// Also require a PIN (asked twice); a protector that had one keeps it.
+    #[arg(long)]
+    pub pin: bool,
+    /// The TPM's TCTI (default: $TPM2TOOLS_TCTI, $TCTI, /dev/tpmrm0).
+    #[arg(long, value_name = "SPEC")]
+    pub tcti: Option<String>,
+    /// The PIN (old and new) from the first line of FILE instead of the
+    /// terminal.
+    #[arg(long, value_name = "FILE")]
+    pub pin_file: Option<PathBuf>,
+    /// Where the recovery passphrase comes from.
+    #[command(flatten)]
+    pub pass: PassSource,
+    /// `--json`, `--quiet`.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// `metadata create` subcommands.
@@ -232,7 +276,75 @@ pub fn exec(args: Args) -> anyhow::Result<ExitCode> {
             let json = a.out.json;
             gfs::report(json, || change_passphrase(a))
         }
+        Sub::Reseal(a) => {
+            let json = a.out.json;
+            gfs::report(json, || reseal(a))
+        }
     }
+}
+
+/// `metadata reseal`: the same secret sealed again
+/// ([`fscrypt_actions::sealed::reseal`]).
+// The seal module's options may have more fields than the flags set.
+#[allow(clippy::needless_update)]
+fn reseal(a: ResealArgs) -> anyhow::Result<ExitCode> {
+    use fscrypt_actions::sealed;
+    let ctx = Context::for_caller();
+    let r = &a.protector;
+    let store = ctx.store_at_checked(&r.mount).map_err(gfs::actions)?;
+    let located = fscrypt_actions::protector::locate(&ctx, &store, &r.id).map_err(gfs::actions)?;
+    let old = match sealed::of(&located).map_err(gfs::actions)? {
+        Some(fscrypt_seal::Sealed::Tpm2(t)) => t,
+        Some(other) => anyhow::bail!(
+            "protector {} is sealed to {}: only tpm2 protectors are resealed (a token or \
+             security key releases the same secret wherever it is plugged in)",
+            r.id,
+            other.kind()
+        ),
+        None => anyhow::bail!(
+            "protector {} is not a sealed protector (made by `encrypt --source tpm2`)",
+            r.id
+        ),
+    };
+    let options = fscrypt_seal::SealOptions::Tpm2(fscrypt_seal::tpm2::SealOptions {
+        tcti: a.tcti.clone(),
+        pcrs: if a.pcrs.is_empty() {
+            old.pcrs.iter().map(|p| p.index).collect()
+        } else {
+            a.pcrs.clone()
+        },
+        pin: a.pin || old.pin,
+        ..Default::default()
+    });
+    let device = crate::support::seal::DeviceArgs {
+        tcti: a.tcti.clone(),
+        pin_file: a.pin_file.clone(),
+        ..Default::default()
+    };
+    let pass = match gfs::sealed_passphrase(&device, &located) {
+        Some(p) => p,
+        None => {
+            let what = format!(
+                "the recovery passphrase of {} ({})",
+                gfs::describe_protector(&located.data),
+                r.id
+            );
+            let p = a.pass.read(&format!("Enter {what}: "), false)?;
+            Zeroizing::new(p.to_vec())
+        }
+    };
+    let mut ui = crate::support::seal::Prompter::new(a.pin_file.as_deref(), None);
+    let new = sealed::reseal(&located, &pass, &options, &mut ui).map_err(gfs::actions)?;
+    let fields = crate::support::seal::describe_sealed(&new);
+    done(
+        a.out.json,
+        a.out.quiet,
+        serde_json::json!({"protector": r.id, "sealed": gfs::sealed_json(&new)}),
+        &format!(
+            "Protector {} resealed ({fields}); its passphrase, the recovery passphrase, is unchanged.",
+            r.id
+        ),
+    )
 }
 
 /// Prints the result of an edit: JSON, or `text` unless quiet.

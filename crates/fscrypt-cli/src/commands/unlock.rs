@@ -14,6 +14,7 @@ use fscrypt_metadata::store::Store;
 
 use crate::support::gfs::{self, MountId, OutputArgs, SecretArgs};
 use crate::support::kernel;
+use crate::support::seal::{DeviceArgs, Prompter};
 
 /// Arguments of `fscrypt-rs unlock`.
 #[derive(clap::Args, Debug)]
@@ -22,7 +23,12 @@ use crate::support::kernel;
     long_about = "Read DIR's policy from its filesystem's .fscrypt metadata, open one of its \
                   protectors (passphrase from the terminal, --passfile or one line of stdin; raw \
                   key from --key), unwrap the policy key and add it to the filesystem keyring. \
-                  Works on directories encrypted by google/fscrypt 0.3.x.\n\nExit status: 0 \
+                  Works on directories encrypted by google/fscrypt 0.3.x.\n\nA sealed protector \
+                  (`encrypt --source tpm2|pkcs11|fido2`) is tried first, without a prompt: its \
+                  device releases the passphrase (a PIN is asked only when the protector needs \
+                  one). When the device refuses (e.g. PCRs changed) the one-line reason is printed \
+                  and the passphrase is asked for as usual: type the recovery passphrase shown at \
+                  encryption. --no-sealed skips the device.\n\nExit status: 0 \
                   unlocked (or already); 12 wrong passphrase or key; 24 no metadata for DIR's \
                   policy or protector; 20/21 corrupt or unsafe metadata; 22 not set up; 1 error."
 )]
@@ -32,6 +38,15 @@ pub struct Args {
     /// The protector to use, when the policy has several.
     #[arg(long, value_name = "MOUNTPOINT:ID")]
     pub unlock_with: Option<MountId>,
+    /// Do not ask the device of a sealed protector (tpm2, pkcs11, fido2):
+    /// go straight to the passphrase prompt (the recovery passphrase).
+    #[arg(long)]
+    pub no_sealed: bool,
+    /// Where a sealed protector's device is (tpm2: --tcti, else
+    /// $TPM2TOOLS_TCTI, $TCTI, /dev/tpmrm0; pkcs11: the record's module and
+    /// token unless given).
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Secrets.
     #[command(flatten)]
     pub secret: SecretArgs,
@@ -51,15 +66,24 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     let ctx = Context::for_caller();
     let target = Target::open(&ctx, dir).map_err(gfs::actions)?;
     let descriptor = &target.descriptor;
-    let done = |already: bool, protector: Option<&str>| -> anyhow::Result<ExitCode> {
+    let done = |already: bool,
+                protector: Option<&str>,
+                sealed: Option<fscrypt_seal::Kind>|
+     -> anyhow::Result<ExitCode> {
         if args.out.json {
             kernel::print_json(&serde_json::json!({
                 "ok": true, "dir": dir.display().to_string(), "policy": descriptor,
                 "already_unlocked": already, "protector": protector,
+                "sealed": sealed.map(fscrypt_seal::Kind::label),
             }))?;
         } else if !args.out.quiet {
             if already {
                 println!("{} is already unlocked.", dir.display());
+            } else if let Some(kind) = sealed {
+                println!(
+                    "{} is now unlocked (by its {kind} protector).",
+                    dir.display()
+                );
             } else {
                 println!("{} is now unlocked.", dir.display());
             }
@@ -67,7 +91,40 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     };
     if target.presence(&ctx) == Some(KeyPresence::Present) {
-        return done(true, None);
+        return done(true, None, None);
+    }
+    // Sealed protectors first: no prompt when a device releases one.
+    if !args.no_sealed && args.secret.key.is_none() {
+        let only = args.unlock_with.as_ref().map(|r| r.id.as_str());
+        let mut ui = Prompter::new(args.device.pin_file.as_deref(), None);
+        let attempt = fscrypt_actions::sealed::unlock(
+            &ctx,
+            &target,
+            only,
+            &args.device.unseal_options(None),
+            &mut ui,
+        )
+        .map_err(gfs::actions)?;
+        if let Some((d, kind)) = &attempt.unlocked {
+            return done(false, Some(d), Some(*kind));
+        }
+        for (d, kind, why) in &attempt.refused {
+            let reseal = if *kind == Some(fscrypt_seal::Kind::Tpm2) {
+                format!(
+                    " (after a change you made on purpose, `fscrypt-rs metadata reseal \
+                     --protector {}:{d}` seals it to the new values)",
+                    target.store.mount().display()
+                )
+            } else {
+                String::new()
+            };
+            let kind = kind.map(|k| format!("{k} ")).unwrap_or_default();
+            eprintln!(
+                "fscrypt-rs: {kind}protector {d} did not unlock {}: {why}",
+                dir.display()
+            );
+            eprintln!("fscrypt-rs: asking for its recovery passphrase instead{reseal}");
+        }
     }
     let located = match &args.unlock_with {
         Some(r) => target.protector(&ctx, Some(&r.mount), &r.id),
@@ -104,7 +161,7 @@ fn exec_inner(args: Args) -> anyhow::Result<ExitCode> {
     target
         .unlock(&ctx, &located, &secret)
         .map_err(gfs::actions)?;
-    done(false, Some(&pdesc))
+    done(false, Some(&pdesc), None)
 }
 
 /// `MOUNT:ID (description)` for each candidate.

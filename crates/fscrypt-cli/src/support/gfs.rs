@@ -110,6 +110,8 @@ pub fn actions(e: ActionError) -> anyhow::Error {
         ActionError::RootNotSetup { .. } => (EXIT_NOT_SETUP, "not_setup"),
         ActionError::WrongLoginPassphrase { .. } => (EXIT_WRONG_SECRET, "wrong_secret"),
         ActionError::AlreadyEncrypted { .. } => (EXIT_ALREADY, "already_encrypted"),
+        ActionError::Seal(s) if s.is_wrong_secret() => (EXIT_WRONG_SECRET, "wrong_secret"),
+        ActionError::Seal(_) => (1, "device"),
         ActionError::NotEmpty { .. } => (EXIT_NOT_EMPTY, "directory_not_empty"),
         ActionError::LoginProtectorExists { .. } | ActionError::AlreadyProtects { .. } => {
             (EXIT_ALREADY, "already_exists")
@@ -354,6 +356,38 @@ pub fn protector_json(p: &ProtectorData) -> serde_json::Value {
     j
 }
 
+/// A sealed protector's record as JSON: its `kind` and the fields of
+/// [`fscrypt_seal::Sealed::describe`] (nothing secret).
+pub fn sealed_json(s: &fscrypt_seal::Sealed) -> serde_json::Value {
+    let mut j = serde_json::json!({"kind": s.kind().label()});
+    for (k, v) in s.describe() {
+        j[k] = v.into();
+    }
+    j
+}
+
+/// The passphrase of the located protector `l` from its device, when it
+/// is a sealed protector ([`fscrypt_actions::sealed`]); `None` when it is
+/// not, or when the device refused (the refusal printed on stderr, so
+/// the caller asks for the recovery passphrase instead; a failed PIN
+/// prompt is such a refusal too).
+pub fn sealed_passphrase(
+    device: &crate::support::seal::DeviceArgs,
+    l: &fscrypt_actions::protector::Located,
+) -> Option<Zeroizing<Vec<u8>>> {
+    let mut ui = crate::support::seal::Prompter::new(device.pin_file.as_deref(), None);
+    match fscrypt_actions::sealed::unseal(l, &device.unseal_options(None), &mut ui) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "fscrypt-rs: sealed protector {}: {e}; falling back to its (recovery) passphrase",
+                l.data.protector_descriptor
+            );
+            None
+        }
+    }
+}
+
 /// Renders the google/fscrypt part of `fscrypt-rs status PATH`
 /// ([`fscrypt_actions::policy::status`]) as JSON and text.
 pub fn render_status(st: &MetadataStatus) -> (serde_json::Value, String) {
@@ -366,9 +400,21 @@ pub fn render_status(st: &MetadataStatus) -> (serde_json::Value, String) {
                 .as_ref()
                 .map(|m| format!(" (linked: on {})", m.display()))
                 .unwrap_or_default();
+            let sealed = match &e.sealed {
+                Some(Ok(s)) => format!(
+                    ", sealed to {}: {}",
+                    s.kind(),
+                    crate::support::seal::describe_sealed(s)
+                ),
+                Some(Err(err)) => format!(", sealed record unreadable: {err}"),
+                None => String::new(),
+            };
             let mut j = match &e.data {
                 Ok(p) => {
-                    text.push_str(&format!("  {d}  {}{linked}\n", describe_protector(p)));
+                    text.push_str(&format!(
+                        "  {d}  {}{linked}{sealed}\n",
+                        describe_protector(p)
+                    ));
                     protector_json(p)
                 }
                 Err(err) => {
@@ -381,6 +427,11 @@ pub fn render_status(st: &MetadataStatus) -> (serde_json::Value, String) {
                 .as_ref()
                 .map(|m| m.display().to_string())
                 .into();
+            match &e.sealed {
+                Some(Ok(s)) => j["sealed"] = sealed_json(s),
+                Some(Err(err)) => j["sealed"] = serde_json::json!({"error": err}),
+                None => {}
+            }
             j
         };
     match st {
