@@ -735,8 +735,9 @@ fn pcrs_changed(pcrs: &[u8]) -> Error {
     let which = if pcrs.len() == 1 { "PCR" } else { "PCRs" };
     Error::WrongSecret(format!(
         "the TPM's {which} {} (sha256) changed since this protector was sealed (firmware, boot \
-         or Secure Boot change?): unlock with the recovery key or another protector, then run \
-         `fscrypt-rs protector reseal CIPHERDIR NAME`",
+         or Secure Boot change?): unlock with the recovery key or another protector, then seal it \
+         again (`fscrypt-rs protector reseal` for a vault, `fscrypt-rs metadata reseal` for a \
+         kernel directory)",
         list.join(", ")
     ))
 }
@@ -747,7 +748,7 @@ fn load_error(tcti: &str, e: &tss_esapi::Error) -> Error {
         Some(RC_INTEGRITY) => Error::WrongSecret(format!(
             "the TPM at '{tcti}' cannot load this sealed object: it was sealed by another TPM, or \
              this TPM was cleared since; unlock with the recovery key or another protector, then \
-             run `fscrypt-rs protector reseal CIPHERDIR NAME`"
+             seal it again (`fscrypt-rs protector reseal` or `fscrypt-rs metadata reseal`)"
         )),
         Some(rc) if rc & 0x80 != 0 => Error::Invalid(format!(
             "the TPM at '{tcti}' refuses the tpm2 record's object ({e}): the record is malformed; \

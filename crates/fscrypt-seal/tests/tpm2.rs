@@ -127,7 +127,7 @@ fn extended_pcr_7_is_refused_naming_it() {
     assert!(msg.contains("PCR 7 "), "{msg}");
     assert!(msg.contains("recovery key"), "{msg}");
     assert!(
-        msg.contains("fscrypt-rs protector reseal CIPHERDIR NAME"),
+        msg.contains("fscrypt-rs protector reseal") && msg.contains("fscrypt-rs metadata reseal"),
         "{msg}"
     );
 }
