@@ -171,7 +171,11 @@ impl log::Log for Logger {
 
 fn init_logging() {
     let logger =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        // The TPM and PKCS#11 libraries log their own errors, which the
+        // seal modules turn into one line that says what to do.
+        env_logger::Builder::from_env(
+            env_logger::Env::default().default_filter_or("warn,tss_esapi=off,cryptoki=off"),
+        )
             .format_timestamp(None)
             .build();
     log::set_max_level(logger.filter());
