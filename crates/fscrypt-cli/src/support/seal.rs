@@ -264,8 +264,9 @@ pub fn record_of(p: &fscrypt_vault::Protector) -> anyhow::Result<Option<Sealed>>
 /// [`secret::EXIT_WRONG_SECRET`].
 ///
 /// # Errors
-/// No protector of the kind, a device that cannot be reached (when no
-/// protector opened), a malformed record.
+/// No protector of the kind; when none opened and not every one was a
+/// wrong secret, every refusal in one line (a device that cannot be
+/// reached, a malformed record).
 pub fn unwrap_sealed(
     vault: &Vault,
     kind: Kind,
@@ -294,8 +295,16 @@ pub fn unwrap_sealed(
     let mut wrong_only = true;
     for i in candidates {
         let p = &vault.protectors()[i];
-        let Some(sealed) = record_of(p)? else {
-            continue;
+        // A malformed record is one refusal among others: another
+        // protector of the kind may still open the vault.
+        let sealed = match record_of(p) {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                wrong_only = false;
+                refusals.push(format!("{e:#}"));
+                continue;
+            }
         };
         let secret = match fscrypt_seal::unseal(&sealed, options, ui) {
             Ok(s) => s,
