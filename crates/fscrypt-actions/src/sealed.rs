@@ -259,16 +259,7 @@ fn check_dir(store: &Store, dir: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(fscrypt_metadata::Error::io(dir, e).into()),
     };
-    let reason = if md.file_type().is_symlink() {
-        Some("it is a symlink")
-    } else if !md.is_dir() {
-        Some("it is not a directory")
-    } else if md.mode() & 0o1002 == 0o002 {
-        Some("it is world-writable without the sticky bit")
-    } else {
-        None
-    };
-    if let Some(reason) = reason {
+    if let Some(reason) = fscrypt_metadata::store::unsafe_dir_reason(&md) {
         return Err(fscrypt_metadata::Error::Insecure {
             path: dir.to_path_buf(),
             reason: format!("{reason}; remove it (fscrypt-rs recreates it)"),

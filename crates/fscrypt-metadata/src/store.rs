@@ -65,6 +65,22 @@ impl SetupMode {
     }
 }
 
+/// Why a metadata directory (`policies/`, `protectors/`, or one beside
+/// them) must not be used, from its `lstat`: a symlink, not a directory,
+/// or world-writable without the sticky bit (anyone could swap its
+/// files); `None` when it is fine.
+pub fn unsafe_dir_reason(md: &std::fs::Metadata) -> Option<&'static str> {
+    if md.file_type().is_symlink() {
+        Some("it is a symlink")
+    } else if !md.is_dir() {
+        Some("it is not a directory")
+    } else if md.mode() & 0o1002 == 0o002 {
+        Some("it is world-writable without the sticky bit")
+    } else {
+        None
+    }
+}
+
 /// Reads a regular file of at most `max` bytes without following a symlink.
 ///
 /// # Errors
@@ -287,16 +303,7 @@ impl Store {
             let md = std::fs::symlink_metadata(&dir).map_err(|_| Error::NotSetup {
                 mount: self.mount.clone(),
             })?;
-            let reason = if md.file_type().is_symlink() {
-                Some("it is a symlink")
-            } else if !md.is_dir() {
-                Some("it is not a directory")
-            } else if md.mode() & 0o1002 == 0o002 {
-                Some("it is world-writable without the sticky bit")
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
+            if let Some(reason) = unsafe_dir_reason(&md) {
                 return Err(Error::Insecure {
                     path: dir,
                     reason: reason.into(),
