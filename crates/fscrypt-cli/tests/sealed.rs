@@ -87,6 +87,28 @@ fn refused(out: &Output) -> String {
     text(&out.stderr)
 }
 
+/// Asserts exit 1 (an error that is not a wrong secret); returns stderr.
+fn failed(out: &Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stderr)
+}
+
+/// The protector names in the config, in order.
+fn names(cipher: &Path) -> Vec<String> {
+    config_json(cipher)["protectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 fn config(cipher: &Path) -> Vec<u8> {
     std::fs::read(cipher.join("fscrypt.vault.json")).unwrap()
 }
@@ -142,15 +164,8 @@ fn tpm2_protector_unlocks_refuses_after_a_pcr_change_and_reseals() {
         out.contains("tpm2 protector") && out.contains("sha256:7"),
         "{out}"
     );
-    let config: serde_json::Value = config_json(&cipher);
-    let names: Vec<&str> = config["protectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["tpm2", "recovery-key"]);
-    assert_eq!(config["version"], 3);
+    assert_eq!(names(&cipher), ["tpm2", "recovery-key"]);
+    assert_eq!(config_json(&cipher)["version"], 3);
 
     // Unlocks with no prompt; print how long the whole command takes.
     let start = Instant::now();
@@ -232,12 +247,8 @@ fn tpm2_protector_unlocks_refuses_after_a_pcr_change_and_reseals() {
         ],
         b"",
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("--force"),
-        "{}",
-        text(&out.stderr)
-    );
+    let err = failed(&out);
+    assert!(err.contains("--force"), "{err}");
 }
 
 #[test]
@@ -321,12 +332,8 @@ fn tpm2_pin_right_wrong_and_lockout() {
         &["--pin-file", pin.to_str().unwrap()],
         &t.join("k5"),
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("locked out"),
-        "{}",
-        text(&out.stderr)
-    );
+    let err = failed(&out);
+    assert!(err.contains("locked out"), "{err}");
 }
 
 // ---- PKCS#11 ----
@@ -455,7 +462,7 @@ fn pkcs11_token_unlocks_with_its_pin_and_refuses_a_wrong_one() {
         ],
         &[hsm.env()],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    failed(&out);
 }
 
 // ---- FIDO2 ----
@@ -800,13 +807,7 @@ fn the_last_standalone_protector_is_removed_only_with_force() {
         b"",
     ));
     assert!(out.contains("age protector"), "{out}");
-    let names: Vec<String> = config_json(&cipher)["protectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(names, ["age", "recovery-key"]);
+    assert_eq!(names(&cipher), ["age", "recovery-key"]);
     let before = config(&cipher);
     let out = run(
         &state,
@@ -820,12 +821,8 @@ fn the_last_standalone_protector_is_removed_only_with_force() {
         ],
         b"",
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("--force"),
-        "{}",
-        text(&out.stderr)
-    );
+    let err = failed(&out);
+    assert!(err.contains("--force"), "{err}");
     assert_eq!(config(&cipher), before);
     ok(&run(
         &state,
