@@ -210,6 +210,75 @@ fn an_ordinary_user_mounts_and_unmounts_through_fusermount3() {
     }
 }
 
+/// What a user's own mount (no `allow_other`, so no `default_permissions`:
+/// the backing directory checks the daemon, who is the user) refuses: each
+/// mode the user set takes effect as on a local filesystem, including for
+/// a file whose descriptor the daemon holds open for writing (the cached
+/// descriptor must not let a later open, truncate or access(2) through),
+/// and access(2)/chdir(2), which the kernel then asks the daemon about.
+#[test]
+fn an_ordinary_users_own_mount_refuses_what_the_modes_refuse() {
+    if let Some(why) = nobody_cannot_mount() {
+        eprintln!("SKIPPED an_ordinary_users_own_mount_refuses_what_the_modes_refuse: {why}");
+        return;
+    }
+    let t = nobody_dir("nobody-modes");
+    let (home, cipher, mnt, key) = nobody_vault(&t);
+    let me = Some((home.as_path(), NOBODY_PATH));
+    let _guard = mount_guard(&mnt);
+    let script = r#"
+        fail() { echo "FAIL: $*"; exit 1; }
+        mkdir "$1/$2" && cd "$1/$2" || fail "a directory in the mount"
+        echo one > ro
+        exec 3>>ro
+        chmod 444 ro
+        (echo two > ro) 2>/dev/null && fail "wrote a 0444 file"
+        (echo two >> ro) 2>/dev/null && fail "appended to a 0444 file"
+        truncate -s 0 ro 2>/dev/null && fail "truncated a 0444 file by name"
+        test -w ro && fail "access(W_OK) granted on a 0444 file"
+        test -r ro || fail "access(R_OK) refused on a 0444 file"
+        test -x ro && fail "access(X_OK) granted on a 0444 file"
+        echo three >&3 || fail "a handle opened before the chmod cannot write"
+        exec 3>&-
+        test "$(cat ro)" = "$(printf 'one
+three')" || fail "contents: $(cat ro)"
+        echo s > secret && chmod 000 secret
+        cat secret 2>/dev/null && fail "read a 0000 file"
+        test -r secret && fail "access(R_OK) granted on a 0000 file"
+        mkdir d && echo x > d/x && chmod 555 d
+        touch d/new 2>/dev/null && fail "created in a 0555 directory"
+        mkdir d/sub 2>/dev/null && fail "made a directory in a 0555 directory"
+        rm -f d/x 2>/dev/null; test -e d/x || fail "removed from a 0555 directory"
+        mv d/x d/y 2>/dev/null && fail "renamed in a 0555 directory"
+        test -w d && fail "access(W_OK) granted on a 0555 directory"
+        test -x d || fail "access(X_OK) refused on a 0555 directory"
+        chmod 755 d && chmod 644 ro secret || fail "chmod back"
+        (cd d && ls >/dev/null && rm x) || fail "use the directory again"
+        echo four > ro && cat secret >/dev/null || fail "use the files again"
+        echo ok
+    "#;
+    // Without default_permissions (the backing directory checks), then
+    // with it (the kernel checks): the same answers.
+    for (dp, dir) in [(false, "own"), (true, "kernel")] {
+        let mut mount = args!["mount", cipher, mnt, "--key-file", key].to_vec();
+        if dp {
+            mount.extend_from_slice(args!["-o", "default_permissions"]);
+        }
+        ok(&run_as(me, &mount), "mount as 65534");
+        let line = mount_line(&mnt).expect("mounted");
+        assert_eq!(line.contains("default_permissions"), dp, "{line}");
+        let out = nobody_sh(script).arg(&mnt).arg(dir).output().unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "ok\n",
+            "{dir}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        ok(&run_as(me, args!["unmount", mnt]), "unmount as 65534");
+    }
+}
+
 // ---------------------------------------------------------- no surprises
 
 #[test]

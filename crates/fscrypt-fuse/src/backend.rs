@@ -88,6 +88,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// FORGET: the kernel dropped `nlookup` references to `i`.
     fn forget(&self, _i: InodeNo, _nlookup: u64) {}
 
+    /// ACCESS: whether the caller may access `i` with `mask` (access(2)'s
+    /// mode: R_OK 4, W_OK 2, X_OK 1; 0: it exists). The kernel sends it
+    /// only to mounts without `default_permissions` (for access(2),
+    /// faccessat(2) and chdir(2)); the default answers yes, for back-ends
+    /// whose mounts always have the kernel's checks.
+    fn access(&self, _i: InodeNo, _mask: u32) -> Result<()> {
+        Ok(())
+    }
+
     /// GETATTR.
     ///
     /// # Errors

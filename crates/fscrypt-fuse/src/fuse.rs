@@ -243,7 +243,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<fuser::FileHandle>,
+        fh: Option<fuser::FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -257,6 +257,7 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
             size,
             atime: settime(atime),
             mtime: settime(mtime),
+            through_handle: fh.is_some(),
         };
         attr(
             reply,
@@ -531,8 +532,8 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         empty(reply, self.ops.removexattr(ino(i), name));
     }
 
-    fn access(&self, _req: &Request, _i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        empty(reply, self.ops.access());
+    fn access(&self, _req: &Request, i: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        empty(reply, self.ops.access(ino(i), mask.bits() as u32));
     }
 
     fn create(

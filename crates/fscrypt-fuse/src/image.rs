@@ -560,6 +560,9 @@ impl ImageMountConfig {
             fs_name: self.fs_name.clone(),
             read_only: true,
             allow_other: self.allow_other,
+            // The daemon reads what it serves with its own rights (an
+            // image file; plaintext files read-only): the kernel checks.
+            default_permissions: true,
             suid: false,
             dev: false,
             noexec: false,

@@ -447,10 +447,11 @@ impl<B: Backend> Ops<B> {
         self.map("removexattr", Id::Ino(i), r)
     }
 
-    /// ACCESS: permission checks are the kernel's (default_permissions).
-    pub(crate) fn access(&self) -> Reply<()> {
+    /// ACCESS (access(2), chdir(2); only sent without
+    /// `default_permissions`): `mask` as access(2)'s mode.
+    pub(crate) fn access(&self, i: InodeNo, mask: u32) -> Reply<()> {
         self.stats.count(Op::Access);
-        Ok(())
+        self.map("access", Id::Ino(i), self.fs.access(i, mask))
     }
 
     /// CREATE with the open(2) `flags`: attributes, handle, FOPEN_* flags;

@@ -64,6 +64,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         fs_name: "fscrypt-test".into(),
         shared_storage: false,
         acl: false,
+        default_permissions: false,
         io_uring: true,
         idle: None,
         state_dir: None,
@@ -97,6 +98,9 @@ pub struct Vault {
     pub policy: PolicyV2,
     /// Mount with POSIX ACLs (`-o acl`).
     pub acl: bool,
+    /// Mount without `allow_other` (only this process's user; no
+    /// `default_permissions`): what `fscrypt-rs mount` does by default.
+    pub owner_only: bool,
     /// This machine's state of the vault (the generations seen, to notice
     /// a file put back to an earlier version of itself).
     pub state: TempDir,
@@ -126,6 +130,7 @@ impl Vault {
             backing,
             policy,
             acl: false,
+            owner_only: false,
             state: TempDir::new(&format!("{tag}-state")),
         };
         v.remount(true);
@@ -136,6 +141,7 @@ impl Vault {
     pub fn config(&self, unlocked: bool) -> MountConfig {
         MountConfig {
             acl: self.acl,
+            allow_other: !self.owner_only,
             state_dir: Some(self.state.path().join("vault")),
             ..mount_config(self.backing.path(), self.policy, unlocked)
         }

@@ -93,9 +93,12 @@ pub struct Args {
     /// fstab; CMD cannot contain a comma), config=FILE (as --config), and
     /// the fstab-only options
     /// mount(8) passes on (defaults,
-    /// noauto, nofail, _netdev, x-*, ...), which are ignored. The kernel
-    /// always checks permissions (default_permissions is implied and
-    /// accepted; there is no way to turn it off).
+    /// noauto, nofail, _netdev, x-*, ...), which are ignored. With
+    /// allow_other (or acl) the kernel checks permissions
+    /// (default_permissions); without, only the mounting user reaches the
+    /// mount and the backing directory checks with that user's rights
+    /// (default_permissions asks for the kernel's checks anyway, at one
+    /// round trip per change in a directory).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Unmount once nothing has used the mount for DURATION (30s, 10m,
@@ -171,6 +174,9 @@ pub struct MountOptions {
     pub shared_storage: bool,
     /// `acl`: POSIX ACLs (gocryptfs `-acl`).
     pub acl: bool,
+    /// `default_permissions`: the kernel checks permissions even without
+    /// `allow_other` (where the backing directory would).
+    pub default_permissions: bool,
     /// `io_uring` (`Some(true)`) or `noio_uring` (`Some(false)`); neither:
     /// FUSE over io_uring for root's mounts only ([`MountOptions::use_io_uring`]).
     pub io_uring: Option<bool>,
@@ -195,8 +201,6 @@ const IGNORED: &[&str] = &[
     "nouser",
     "owner",
     "group",
-    // Always on: the kernel checks permissions on every mount.
-    "default_permissions",
     "atime",
     "noatime",
     "relatime",
@@ -234,6 +238,7 @@ impl MountOptions {
                 None if word == "nonempty" => o.nonempty = true,
                 None if word == "sharedstorage" => o.shared_storage = true,
                 None if word == "acl" => o.acl = true,
+                None if word == "default_permissions" => o.default_permissions = true,
                 None if word == "io_uring" => {
                     uring_words.0 = true;
                     o.io_uring = Some(true);
@@ -258,7 +263,7 @@ impl MountOptions {
                 _ if word.starts_with("x-") => {}
                 _ if sloppy => {}
                 _ => bail!(
-                    "unknown mount option {word:?} (known: ro, rw, allow_other, suid, dev, noexec, nonempty, sharedstorage, acl, io_uring, noio_uring, fsname=NAME, idle=DURATION, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
+                    "unknown mount option {word:?} (known: ro, rw, allow_other, default_permissions, suid, dev, noexec, nonempty, sharedstorage, acl, io_uring, noio_uring, fsname=NAME, idle=DURATION, keyfile=PATH, passfile=PATH, extpass=CMD, config=FILE)"
                 ),
             }
         }
@@ -335,6 +340,9 @@ impl MountOptions {
         }
         if self.acl {
             w.push("acl".to_owned());
+        }
+        if self.default_permissions {
+            w.push("default_permissions".to_owned());
         }
         match self.io_uring {
             Some(true) => w.push("io_uring".to_owned()),
@@ -866,6 +874,7 @@ fn run_mount(
         noexec: opts.noexec,
         shared_storage: opts.shared_storage,
         acl: opts.acl,
+        default_permissions: opts.default_permissions,
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
         idle: opts.idle,
         state_dir: fscrypt_vault::integrity::generations::GenerationStore::default_dir(
@@ -1068,7 +1077,11 @@ mod tests {
         assert!(o.read_only && o.allow_other && o.suid && o.dev);
         assert_eq!(o.key_file.as_deref(), Some(Path::new("/k")));
         assert_eq!(o.fs_name.as_deref(), Some("v"));
-        assert_eq!(o.to_words(), w("ro,allow_other,suid,dev,fsname=v"));
+        assert!(o.default_permissions);
+        assert_eq!(
+            o.to_words(),
+            w("ro,allow_other,suid,dev,default_permissions,fsname=v")
+        );
         let o = MountOptions::parse(&w("sharedstorage,rw,acl"), false).unwrap();
         assert!(o.shared_storage && o.acl);
         assert_eq!(o.to_words(), w("sharedstorage,acl"));

@@ -63,6 +63,18 @@ impl EncryptedFs {
         self.attr_from(&inode, &st)
     }
 
+    /// ACCESS: whether the caller may access `ino` with `mask` (access(2)'s
+    /// mode: R_OK 4, W_OK 2, X_OK 1; 0: it exists), as the backing
+    /// filesystem answers the daemon (see [`super::FsOptions::check_access`];
+    /// the kernel sends ACCESS only then).
+    ///
+    /// # Errors
+    /// `EACCES`, `EROFS`, `ESTALE`, backing errors.
+    pub fn access(&self, ino: InodeNo, mask: u32) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.access_loc(&self.loc(&inode)?, mask)
+    }
+
     /// Changes attributes: owner, mode, size (truncate), times — in that order.
     ///
     /// # Errors
@@ -81,6 +93,9 @@ impl EncryptedFs {
             self.chmod_loc(&loc, mode)?;
         }
         if let Some(size) = a.size {
+            if !a.through_handle {
+                self.check_access(&inode, libc::W_OK as u32)?;
+            }
             match inode.kind {
                 Kind::File => self.truncate(&inode, size)?,
                 Kind::Dir => return Err(Error::WrongType(WrongType::IsDir)),

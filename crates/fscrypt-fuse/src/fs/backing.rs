@@ -481,6 +481,43 @@ impl EncryptedFs {
         })
     }
 
+    /// Whether the daemon may access the object at `loc` with `mask`
+    /// (access(2)'s mode; 0: it exists), asked of the backing filesystem
+    /// through the descriptor's `/proc/self/fd` link (the object itself,
+    /// whatever its name now is): the daemon's rights, which are the
+    /// caller's where this is asked ([`super::FsOptions::check_access`]).
+    ///
+    /// # Errors
+    /// `EACCES`, `EROFS`, backing errors.
+    pub(super) fn access_loc(&self, loc: &Loc, mask: u32) -> Result<()> {
+        let fd = match loc {
+            Loc::Fd(f) => f.as_fd(),
+            Loc::DirFd(d) => self.dir_fd(d)?,
+            Loc::Path(f) => f.path.as_fd(),
+        };
+        let access = rustix::fs::Access::from_bits_truncate(mask & 0o7);
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            proc_path(fd).as_str(),
+            access,
+            AtFlags::empty(),
+        )
+        .map_err(sys)
+    }
+
+    /// [`Self::access_loc`] of `inode` where the daemon checks
+    /// ([`super::FsOptions::check_access`]); nothing otherwise (the kernel
+    /// checked, `default_permissions`).
+    ///
+    /// # Errors
+    /// As [`Self::access_loc`].
+    pub(super) fn check_access(&self, inode: &Arc<Inode>, mask: u32) -> Result<()> {
+        if !self.opts.check_access {
+            return Ok(());
+        }
+        self.access_loc(&self.loc(inode)?, mask)
+    }
+
     /// Changes owner and/or group of the object at `loc` (never a symlink's target).
     pub(super) fn chown_loc(
         &self,

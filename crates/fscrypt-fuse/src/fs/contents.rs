@@ -17,6 +17,17 @@ use super::size::SizeStore;
 use super::tags::TaggedFile;
 use super::{EncryptedFs, IO_BUF, is_zero, pread_full};
 
+/// access(2)'s mode for the open(2) access mode `acc` (`O_RDONLY`,
+/// `O_WRONLY`, `O_RDWR`).
+fn open_access(acc: i32) -> u32 {
+    let (r, w) = (libc::R_OK as u32, libc::W_OK as u32);
+    match acc {
+        libc::O_WRONLY => w,
+        libc::O_RDWR => r | w,
+        _ => r,
+    }
+}
+
 impl EncryptedFs {
     /// Opens a regular file (`flags` as in open(2)).
     ///
@@ -35,6 +46,9 @@ impl EncryptedFs {
         if write {
             self.writable()?;
         }
+        // Before the file's descriptor is opened or shared: a cached one
+        // (opened for an earlier handle) would let any open through.
+        self.check_access(&inode, open_access(acc))?;
         {
             let mut st = inode.file.write()?;
             // First the key where the lookup read the context (EIO for a

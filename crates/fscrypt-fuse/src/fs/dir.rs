@@ -55,6 +55,7 @@ impl EncryptedFs {
         if inode.kind != Kind::Dir {
             return Err(Error::WrongType(WrongType::NotDir));
         }
+        self.check_access(&inode, libc::R_OK as u32)?;
         Ok(self.handles.insert(Handle::Dir {
             inode,
             entries: std::sync::Mutex::new(None),

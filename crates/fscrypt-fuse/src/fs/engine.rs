@@ -113,6 +113,10 @@ impl Backend for EncryptedFs {
         EncryptedFs::forget(self, i, nlookup);
     }
 
+    fn access(&self, i: InodeNo, mask: u32) -> Result<()> {
+        EncryptedFs::access(self, i, mask)
+    }
+
     fn getattr(&self, i: InodeNo) -> Result<FileAttr> {
         EncryptedFs::getattr(self, i)
     }

@@ -79,6 +79,11 @@ pub struct SetAttr {
     pub atime: Option<SetTime>,
     /// New modification time.
     pub mtime: Option<SetTime>,
+    /// Made through an open file (`ftruncate`, `futimens`: FUSE's
+    /// `FATTR_FH`), whose opener was already allowed to write; a truncate
+    /// without it is checked for write permission where the daemon checks
+    /// ([`FsOptions::check_access`]).
+    pub through_handle: bool,
 }
 
 /// Filesystem statistics (`statfs`).
@@ -111,6 +116,16 @@ pub struct FsOptions {
     pub sharing: Sharing,
     /// Serve POSIX ACLs (`-o acl`, see [`crate::Backend::posix_acl`]).
     pub acl: bool,
+    /// The mount has no `default_permissions` (only the mounting user, as
+    /// whom the daemon runs, reaches it: [`crate::MountConfig::allow_other`]).
+    /// The backing filesystem then checks each call with the caller's
+    /// rights, and the daemon checks what its cached descriptors would
+    /// otherwise let through, with `faccessat2` on the backing object: an
+    /// OPEN's access mode, an OPENDIR's read permission, a truncate not
+    /// made through an open handle (write permission), and ACCESS
+    /// (access(2), chdir). `false`: the kernel checked before the request
+    /// came (`default_permissions`), and ACCESS never comes.
+    pub check_access: bool,
 }
 
 /// Whether other mounts serve the vault's backing directory beside this

@@ -44,10 +44,23 @@ pub struct MountConfig {
     pub read_only: bool,
     /// Let other users access the mount (FUSE `allow_other`).
     ///
-    /// Every mount carries `default_permissions`: the kernel checks the
-    /// mode bits, sticky directories and the caller's supplementary groups
-    /// before any request reaches the daemon. There is no mode without
-    /// those checks (the daemon, often root, checks nothing itself).
+    /// Who checks permissions follows from it
+    /// ([`MountConfig::kernel_checks_permissions`]). With `allow_other` (or
+    /// [`MountConfig::acl`]) the mount carries `default_permissions`: the
+    /// kernel checks the mode bits, owners, sticky directories and the
+    /// caller's supplementary groups before any request reaches the daemon,
+    /// which may be root and acts for every user. Without it the kernel
+    /// lets only processes of the mounting user through (real, effective
+    /// and saved uid and gid all the mounting user's: `fs/fuse/dir.c`,
+    /// `fuse_allow_current_process`; not even root otherwise), and the
+    /// daemon runs as that user: the backing filesystem, whose objects
+    /// carry the vault's modes and owners, checks each of the daemon's
+    /// calls with exactly the caller's rights, as gocryptfs without
+    /// `-allow_other` has it. The daemon adds the checks its cached
+    /// descriptors would skip (open, opendir, truncate by path, access(2):
+    /// [`crate::FsOptions::check_access`]). That saves the kernel's
+    /// re-fetch of a directory's attributes after each change in it: one
+    /// round trip per create, unlink, mkdir, rmdir and rename.
     pub allow_other: bool,
     /// Honour setuid/setgid bits (`-o suid`); off by default (`nosuid`).
     /// Root only: [`mount`] refuses it for any other caller.
@@ -68,6 +81,10 @@ pub struct MountConfig {
     /// objects' own ACLs and enforced by the kernel; off by default, since
     /// the kernel then asks for each entry's ACL when `ls -l` lists it.
     pub acl: bool,
+    /// `-o default_permissions`: the kernel's checks even without
+    /// `allow_other` ([`MountConfig::kernel_checks_permissions`]), at one
+    /// round trip per change in a directory.
+    pub default_permissions: bool,
     /// Serve through FUSE over io_uring when the kernel offers it (Linux
     /// 6.14+, after root enabled `/sys/module/fuse/parameters/
     /// enable_uring`): one queue and serving thread per CPU, so that a
@@ -105,6 +122,7 @@ impl std::fmt::Debug for MountConfig {
             .field("fs_name", &self.fs_name)
             .field("shared_storage", &self.shared_storage)
             .field("acl", &self.acl)
+            .field("default_permissions", &self.default_permissions)
             .field("io_uring", &self.io_uring)
             .field("idle", &self.idle)
             .field("state_dir", &self.state_dir)
@@ -113,12 +131,22 @@ impl std::fmt::Debug for MountConfig {
 }
 
 impl MountConfig {
+    /// Whether the mount carries `default_permissions` (see
+    /// [`MountConfig::allow_other`]): when asked for, with `allow_other`,
+    /// and with `acl`
+    /// (the kernel enforces ACLs only with its own checks, and turns them
+    /// on itself for FUSE_POSIX_ACL).
+    pub fn kernel_checks_permissions(&self) -> bool {
+        self.allow_other || self.acl || self.default_permissions
+    }
+
     /// The session options of this mount.
     fn options(&self) -> Options {
         Options {
             fs_name: self.fs_name.clone(),
             read_only: self.read_only,
             allow_other: self.allow_other,
+            default_permissions: self.kernel_checks_permissions(),
             suid: self.suid,
             dev: self.dev,
             noexec: self.noexec,
@@ -177,6 +205,7 @@ fn prepare(
             Sharing::Exclusive,
         )
     };
+    let check_access = !config.kernel_checks_permissions();
     let mut fs = EncryptedFs::new(
         dir,
         config.policy,
@@ -185,6 +214,7 @@ fn prepare(
             read_only: config.read_only,
             sharing,
             acl: config.acl,
+            check_access,
         },
     )?;
     if fs.format() == crate::layout::Format::V3

@@ -23,6 +23,13 @@ pub(crate) struct Options {
     pub(crate) read_only: bool,
     /// FUSE `allow_other` (else only the mounting user is served).
     pub(crate) allow_other: bool,
+    /// FUSE `default_permissions`: the kernel checks modes, owners, groups
+    /// and sticky directories before a request reaches the daemon. Needed
+    /// whenever the daemon's own rights could exceed a caller's (other
+    /// users through `allow_other`; a back-end whose objects' modes no
+    /// filesystem enforces for the daemon, as an image's); see
+    /// [`MountConfig::allow_other`](crate::MountConfig::allow_other).
+    pub(crate) default_permissions: bool,
     /// `suid` (root only; else `nosuid`).
     pub(crate) suid: bool,
     /// `dev` (root only; else `nodev`).
@@ -99,8 +106,9 @@ fn fuser_config(config: &Options) -> fuser::Config {
     if config.read_only {
         opts.push(fuser::MountOption::RO);
     }
-    // Always: the daemon checks no permissions itself (see `allow_other`).
-    opts.push(fuser::MountOption::DefaultPermissions);
+    if config.default_permissions {
+        opts.push(fuser::MountOption::DefaultPermissions);
+    }
     // nosuid,nodev unless asked for (root only, checked in `engine`).
     opts.push(if config.dev {
         fuser::MountOption::Dev

@@ -114,6 +114,15 @@ pub(super) struct fuse_setattr_in {
     pub(super) unused5: u32,
 }
 
+/// `struct fuse_access_in`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub(super) struct fuse_access_in {
+    /// access(2)'s mode: R_OK 4, W_OK 2, X_OK 1 (0: exists).
+    pub(super) mask: u32,
+    pub(super) padding: u32,
+}
+
 /// `struct fuse_mknod_in`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
@@ -432,6 +441,7 @@ pub(super) const FATTR_GID: u32 = 1 << 2;
 pub(super) const FATTR_SIZE: u32 = 1 << 3;
 pub(super) const FATTR_ATIME: u32 = 1 << 4;
 pub(super) const FATTR_MTIME: u32 = 1 << 5;
+pub(super) const FATTR_FH: u32 = 1 << 6;
 pub(super) const FATTR_ATIME_NOW: u32 = 1 << 7;
 pub(super) const FATTR_MTIME_NOW: u32 = 1 << 8;
 

@@ -311,6 +311,7 @@ fn answer<B: Backend>(
                     size: has(FATTR_SIZE).then_some(s.size),
                     atime: time(FATTR_ATIME, FATTR_ATIME_NOW, s.atime, s.atimensec),
                     mtime: time(FATTR_MTIME, FATTR_MTIME_NOW, s.mtime, s.mtimensec),
+                    through_handle: has(FATTR_FH),
                 };
                 Done::Attr(ops.setattr(h.uid, i, a)?)
             }
@@ -408,7 +409,7 @@ fn answer<B: Backend>(
                 Done::Empty(ops.releasedir(FileHandle(arg::<fuse_release_in>(op)?.fh))?)
             }
             FUSE_FSYNCDIR => Done::Empty(ops.fsyncdir(i)?),
-            FUSE_ACCESS => Done::Empty(ops.access()?),
+            FUSE_ACCESS => Done::Empty(ops.access(i, arg::<fuse_access_in>(op)?.mask)?),
             FUSE_CREATE => {
                 let c: fuse_create_in = arg(op)?;
                 let r = ops.create(
