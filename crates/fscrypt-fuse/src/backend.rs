@@ -88,6 +88,25 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// FORGET: the kernel dropped `nlookup` references to `i`.
     fn forget(&self, _i: InodeNo, _nlookup: u64) {}
 
+    /// How many inodes the back-end's table may hold before the mount asks
+    /// the kernel to drop unused ones (`prune.rs`); `None` (the default):
+    /// no limit.
+    fn inode_limit(&self) -> Option<usize> {
+        None
+    }
+
+    /// How many inodes the back-end's table holds now (with a limit).
+    fn cached_inodes(&self) -> usize {
+        0
+    }
+
+    /// Up to `n` node ids (never the root) the kernel may be asked to drop
+    /// when the table is over [`Backend::inode_limit`]; the kernel drops
+    /// only those nothing uses, and sends FORGET for each.
+    fn prune_candidates(&self, _n: usize) -> Vec<u64> {
+        Vec::new()
+    }
+
     /// ACCESS: whether the caller may access `i` with `mask` (access(2)'s
     /// mode: R_OK 4, W_OK 2, X_OK 1; 0: it exists). The kernel sends it
     /// only to mounts without `default_permissions` (for access(2),

@@ -207,6 +207,22 @@ impl<B: Backend> fuser::Filesystem for FuseAdapter<B> {
         {
             self.ring.start(self.ops.clone());
         }
+        // A bounded inode table (`prune.rs`): FUSE_NOTIFY_PRUNE is 7.45.
+        if let Some(limit) = self.ops.backend().inode_limit()
+            && let Some(dev) = self.ring.device()
+        {
+            let abi = config.kernel_abi();
+            if (abi.0, abi.1) >= (7, 45) {
+                crate::prune::start(dev, &self.ops, limit);
+            } else {
+                log::info!(
+                    "fscrypt-fuse: FUSE {}.{} cannot drop cached inodes on request (7.45, Linux \
+                     6.18): the daemon keeps an entry per inode the kernel caches",
+                    abi.0,
+                    abi.1
+                );
+            }
+        }
         Ok(())
     }
 

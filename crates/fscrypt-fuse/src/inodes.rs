@@ -402,6 +402,8 @@ pub struct InodeTable {
     shards: Box<[RwLock<Shard>]>,
     /// Backing inode number of the root directory.
     root_backing: u64,
+    /// The shard [`InodeTable::prune_candidates`] starts from next.
+    prune_cursor: AtomicUsize,
 }
 
 impl std::fmt::Debug for InodeTable {
@@ -430,6 +432,7 @@ impl InodeTable {
         let t = InodeTable {
             shards,
             root_backing,
+            prune_cursor: AtomicUsize::new(0),
         };
         let mut m = t.write(t.shard_of(ROOT));
         m.by_no.insert(ROOT, Arc::new(root));
@@ -475,6 +478,31 @@ impl InodeTable {
     /// Number of inodes in the table (the root included).
     pub(crate) fn len(&self) -> usize {
         (0..SHARDS).map(|s| self.read(s).by_no.len()).sum()
+    }
+
+    /// Up to `n` node ids the kernel may be asked to drop (`prune.rs`):
+    /// the root never, nor a file with an open handle; other non-directories
+    /// first (a directory goes only once its children went), from a shard
+    /// further on at each call, so that entries the kernel keeps (in use)
+    /// do not stand in the way of the others round after round.
+    pub(crate) fn prune_candidates(&self, n: usize) -> Vec<InodeNo> {
+        let start = self.prune_cursor.fetch_add(1, Ordering::Relaxed);
+        let mut out = Vec::with_capacity(n.min(1 << 16));
+        for dirs in [false, true] {
+            for k in 0..SHARDS {
+                let m = self.read((start + k) % SHARDS);
+                for (no, inode) in &m.by_no {
+                    if out.len() >= n {
+                        return out;
+                    }
+                    let open = inode.file.try_read().map_or(true, |st| st.opens > 0);
+                    if *no != ROOT && (inode.kind == Kind::Dir) == dirs && !open {
+                        out.push(*no);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The plain FUSE node id of a backing inode number (root ↔ 1 swapped).

@@ -45,6 +45,7 @@ pub mod image;
 mod inodes;
 mod mount;
 mod ops;
+mod prune;
 pub mod reverse;
 mod ring;
 pub mod stats;
@@ -57,8 +58,8 @@ pub use crate::inodes::{
     INODE_STATE_BYTES, InodeNo, Kind, ROOT, inode_table_slots, live_inodes, set_heap_trimmer,
 };
 pub use crate::mount::{
-    BackgroundMount, MountConfig, MountPoint, backing_read_only, mount, mount_background, mount_on,
-    parent_risk, unmount,
+    BackgroundMount, DEFAULT_INODE_LIMIT, MountConfig, MountPoint, backing_read_only, mount,
+    mount_background, mount_on, parent_risk, unmount,
 };
 pub use crate::stats::{Op, RequestStats, StatsSnapshot};
 /// The vault: config, protectors, unlocking (the `fscrypt-vault` crate).

@@ -116,6 +116,11 @@ impl<B: Backend> Ops<B> {
         }
     }
 
+    /// The back-end served.
+    pub(crate) fn backend(&self) -> &B {
+        &self.fs
+    }
+
     /// The request counters.
     pub(crate) fn stats(&self) -> &Arc<RequestStats> {
         &self.stats

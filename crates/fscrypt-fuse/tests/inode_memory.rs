@@ -20,6 +20,14 @@ use std::time::{Duration, Instant};
 use test_support::fuse::Vault;
 use test_support::fuse_available;
 
+/// The tests of this file run one at a time: `live_inodes()` counts the
+/// inodes of every mount in the process.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn rss_bytes() -> u64 {
     let s = fs::read_to_string("/proc/self/status").unwrap();
     let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
@@ -33,6 +41,7 @@ fn cached_inodes_are_small_and_forgotten() {
         return;
     }
     let n: usize = test_support::env::short_or_long(20_000, 100_000);
+    let _g = serial();
     let v = Vault::new("memory");
     fs::create_dir(v.p("d")).unwrap();
     let live0 = fscrypt_fuse::live_inodes();
@@ -112,4 +121,75 @@ fn back_to_baseline(live0: usize, slack: usize) -> usize {
         let _ = fs::write("/proc/sys/vm/drop_caches", b"2");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The kernel drops cached inodes on the daemon's request from Linux 6.18
+/// on (FUSE_NOTIFY_PRUNE); why not, if it cannot.
+fn prune_unavailable() -> Option<String> {
+    let release = rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    ((major, minor) < (6, 18))
+        .then(|| format!("kernel {release} predates FUSE_NOTIFY_PRUNE (6.18)"))
+}
+
+/// With a limit (`MountConfig::inode_limit`, which `fscrypt-rs mount`
+/// sets), the table comes back near it while the kernel would cache every
+/// inode: the mount asks the kernel to drop the unused ones. A file held
+/// open stays usable, and every name still resolves (one LOOKUP). The old
+/// code kept all 6,000 entries.
+#[test]
+fn a_limit_keeps_the_table_near_it() {
+    if !fuse_available(module_path!()) {
+        return;
+    }
+    if let Some(why) = prune_unavailable() {
+        eprintln!("SKIPPED a_limit_keeps_the_table_near_it: {why}");
+        return;
+    }
+    let _g = serial();
+    let (limit, n) = (1000, 6000);
+    let mut v = Vault::new("prune");
+    v.inode_limit = Some(limit);
+    v.remount(true);
+    fs::create_dir(v.p("d")).unwrap();
+    let mut held = fs::File::create(v.p("d/held")).unwrap();
+    held.write_all(b"held").unwrap();
+    let live0 = fscrypt_fuse::live_inodes();
+    for i in 0..n {
+        fs::write(v.p(&format!("d/file-{i}")), i.to_string()).unwrap();
+    }
+    let peak = fscrypt_fuse::live_inodes() - live0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut live = peak;
+    while live > limit && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        live = fscrypt_fuse::live_inodes().saturating_sub(live0);
+    }
+    eprintln!(
+        "{n} files created: {peak} cached inodes at most, {live} after pruning (limit {limit})"
+    );
+    assert!(live <= limit, "{live} inodes cached, limit {limit}");
+    // Still all there, and the open file still works.
+    for i in (0..n).step_by(97) {
+        assert_eq!(
+            fs::read_to_string(v.p(&format!("d/file-{i}"))).unwrap(),
+            i.to_string()
+        );
+    }
+    use std::io::{Read, Seek};
+    held.seek(std::io::SeekFrom::Start(0)).unwrap();
+    let mut s = String::new();
+    fs::File::open(v.p("d/held"))
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
+    assert_eq!(s, "held");
+    held.write_all(b"!").unwrap();
+    assert_eq!(fs::read_to_string(v.p("d/held")).unwrap(), "!eld");
 }

@@ -65,6 +65,7 @@ pub fn mount_config(backing: &Path, policy: PolicyV2, unlocked: bool) -> MountCo
         shared_storage: false,
         acl: false,
         default_permissions: false,
+        inode_limit: None,
         io_uring: true,
         idle: None,
         state_dir: None,
@@ -101,6 +102,8 @@ pub struct Vault {
     /// Mount without `allow_other` (only this process's user; no
     /// `default_permissions`): what `fscrypt-rs mount` does by default.
     pub owner_only: bool,
+    /// [`MountConfig::inode_limit`] (none by default).
+    pub inode_limit: Option<usize>,
     /// This machine's state of the vault (the generations seen, to notice
     /// a file put back to an earlier version of itself).
     pub state: TempDir,
@@ -131,6 +134,7 @@ impl Vault {
             policy,
             acl: false,
             owner_only: false,
+            inode_limit: None,
             state: TempDir::new(&format!("{tag}-state")),
         };
         v.remount(true);
@@ -142,6 +146,7 @@ impl Vault {
         MountConfig {
             acl: self.acl,
             allow_other: !self.owner_only,
+            inode_limit: self.inode_limit,
             state_dir: Some(self.state.path().join("vault")),
             ..mount_config(self.backing.path(), self.policy, unlocked)
         }

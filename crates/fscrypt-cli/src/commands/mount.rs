@@ -875,6 +875,7 @@ fn run_mount(
         shared_storage: opts.shared_storage,
         acl: opts.acl,
         default_permissions: opts.default_permissions,
+        inode_limit: Some(fscrypt_fuse::DEFAULT_INODE_LIMIT),
         io_uring: opts.use_io_uring(rustix::process::geteuid().is_root()),
         idle: opts.idle,
         state_dir: fscrypt_vault::integrity::generations::GenerationStore::default_dir(

@@ -113,6 +113,22 @@ impl Backend for EncryptedFs {
         EncryptedFs::forget(self, i, nlookup);
     }
 
+    fn inode_limit(&self) -> Option<usize> {
+        self.opts.inode_limit
+    }
+
+    fn cached_inodes(&self) -> usize {
+        self.inodes.len()
+    }
+
+    fn prune_candidates(&self, n: usize) -> Vec<u64> {
+        self.inodes
+            .prune_candidates(n)
+            .into_iter()
+            .map(|i| i.0)
+            .collect()
+    }
+
     fn access(&self, i: InodeNo, mask: u32) -> Result<()> {
         EncryptedFs::access(self, i, mask)
     }

@@ -126,6 +126,10 @@ pub struct FsOptions {
     /// (access(2), chdir). `false`: the kernel checked before the request
     /// came (`default_permissions`), and ACCESS never comes.
     pub check_access: bool,
+    /// Keep the inode table near this many inodes by asking the kernel to
+    /// drop cached ones nothing uses (`FUSE_NOTIFY_PRUNE`, Linux 6.18;
+    /// [`crate::MountConfig::inode_limit`]); `None`: no limit.
+    pub inode_limit: Option<usize>,
 }
 
 /// Whether other mounts serve the vault's backing directory beside this

@@ -110,16 +110,20 @@ impl Ring {
     }
 
     /// Keeps a duplicate of the mount's `/dev/fuse` descriptor for the
-    /// ring's commands (before the session answers INIT). Without it (the
-    /// dup failed: one debug line) the ring is not used.
+    /// ring's commands and the mount's notifications ([`Ring::device`];
+    /// before the session answers INIT). Without it (the dup failed: one
+    /// debug line) neither is used.
     pub(crate) fn attach(&self, dev: &OwnedFd) {
-        if !self.wanted {
-            return;
-        }
         match dev.try_clone() {
             Ok(fd) => *lock(&self.dev) = Some(Arc::new(fd)),
-            Err(e) => log::debug!("fscrypt-fuse: io_uring not used: duplicating /dev/fuse: {e}"),
+            Err(e) => log::debug!("fscrypt-fuse: duplicating /dev/fuse: {e}"),
         }
+    }
+
+    /// The mount's `/dev/fuse` descriptor kept by [`Ring::attach`], for
+    /// notifications (`prune.rs`), whether or not the ring serves.
+    pub(crate) fn device(&self) -> Option<Arc<OwnedFd>> {
+        lock(&self.dev).clone()
     }
 
     /// Whether INIT should ask for FUSE_OVER_IO_URING.
@@ -130,7 +134,7 @@ impl Ring {
     /// Starts one serving thread per possible CPU (at INIT: the threads
     /// register as soon as the kernel has INIT's reply).
     pub(crate) fn start<B: Backend>(&self, ops: Arc<Ops<B>>) {
-        let Some(dev) = lock(&self.dev).take() else {
+        let Some(dev) = self.device() else {
             return;
         };
         let queues = possible_cpus();
