@@ -120,7 +120,7 @@ pub struct FsOptions {
     /// whom the daemon runs, reaches it: [`crate::MountConfig::allow_other`]).
     /// The backing filesystem then checks each call with the caller's
     /// rights, and the daemon checks what its cached descriptors would
-    /// otherwise let through, with `faccessat2` on the backing object: an
+    /// otherwise let through, with `faccessat` on the backing object: an
     /// OPEN's access mode, an OPENDIR's read permission, a truncate not
     /// made through an open handle (write permission), and ACCESS
     /// (access(2), chdir). `false`: the kernel checked before the request

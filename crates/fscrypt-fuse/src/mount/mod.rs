@@ -32,8 +32,9 @@ use crate::stats::{RequestStats, StatsSnapshot};
 use fscrypt_vault::VaultLock;
 
 /// The inode table size `fscrypt-rs mount` keeps a vault's daemon near
-/// ([`MountConfig::inode_limit`]): 100,000 inodes, a few tens of MiB,
-/// more than a build tree or a mail store touches at once.
+/// ([`MountConfig::inode_limit`]): 100,000 inodes (a daemon peak under
+/// 100 MiB with a million files, bench/RESULTS.md "Scale"), more than a
+/// build tree or a mail store touches at once.
 pub const DEFAULT_INODE_LIMIT: usize = 100_000;
 
 /// How to mount a vault.
