@@ -560,8 +560,8 @@ impl ImageMountConfig {
             fs_name: self.fs_name.clone(),
             read_only: true,
             allow_other: self.allow_other,
-            // The daemon reads what it serves with its own rights (an
-            // image file; plaintext files read-only): the kernel checks.
+            // The daemon reads the image with its own rights, whatever the
+            // modes of the files in it: the kernel checks.
             default_permissions: true,
             suid: false,
             dev: false,

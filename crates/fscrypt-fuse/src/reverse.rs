@@ -81,8 +81,8 @@ impl ReverseMountConfig {
             fs_name: self.fs_name.clone(),
             read_only: true,
             allow_other: self.allow_other,
-            // The daemon reads what it serves with its own rights (an
-            // image file; plaintext files read-only): the kernel checks.
+            // The daemon reads the plaintext tree with its own rights and
+            // serves every file's ciphertext alike: the kernel checks.
             default_permissions: true,
             suid: false,
             dev: false,
